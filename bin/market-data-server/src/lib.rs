@@ -1,0 +1,13 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+
+pub mod app;
+pub mod cli;
+pub mod error;
+pub mod middleware;
+pub mod openapi;
+pub mod params;
+pub mod routes;
+pub mod seed;
+pub mod state;
+pub mod tokens;

@@ -1,0 +1,218 @@
+//! Request ids, problem rendering and API-key authentication.
+
+use actix_web::body::{BoxBody, EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::{web, Error, HttpMessage, HttpResponse, ResponseError};
+use rand::Rng;
+
+use crate::error::{problem_response, ApiError, ProblemKind, PROBLEM_JSON};
+use crate::state::AppState;
+use crate::tokens;
+
+/// Header carrying the request id, in both directions.
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// Header carrying the API key.
+pub const API_KEY_HEADER: &str = "X-API-Key";
+
+/// The id of the current request.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+/// The authenticated token of the current request.
+#[derive(Clone, Copy, Debug)]
+pub struct TokenId(pub i64);
+
+fn valid_request_id(v: &str) -> bool {
+    (1..=128).contains(&v.len())
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+fn new_request_id() -> String {
+    format!("{:016x}", rand::rng().random::<u64>())
+}
+
+fn kind_for_status(status: u16) -> ProblemKind {
+    match status {
+        401 => ProblemKind::Unauthorized,
+        404 => ProblemKind::NotFound,
+        405 => ProblemKind::MethodNotAllowed,
+        406 => ProblemKind::NotAcceptable,
+        413 => ProblemKind::PayloadTooLarge,
+        414 | 431 => ProblemKind::HeadersTooLarge,
+        503 => ProblemKind::Unavailable,
+        s if (400..500).contains(&s) => ProblemKind::InvalidParameter,
+        _ => ProblemKind::Internal,
+    }
+}
+
+/// Outermost middleware: assigns the request id, turns every error into a
+/// problem-details body carrying `instance` and `requestId`, and echoes the
+/// id in `X-Request-Id`.
+pub async fn request_context(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let request_id = req
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| valid_request_id(v))
+        .map_or_else(new_request_id, str::to_owned);
+    req.extensions_mut().insert(RequestId(request_id.clone()));
+    let path = req.path().to_owned();
+    // Inner layers turn their errors into responses (handlers do, and
+    // `require_api_key` does), so an `Err` here is a framework failure;
+    // actix-web renders it through `ResponseError`.
+    let res = next.call(req).await?.map_into_boxed_body();
+
+    let status = res.status();
+    let is_problem = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
+    let api_error = res.response().extensions().get::<ApiError>().cloned();
+    let mut res = if let Some(error) = api_error {
+        let mut problem = error.problem();
+        problem.instance = Some(path);
+        problem.request_id = Some(request_id.clone());
+        res.into_response(problem_response(&error, &problem))
+    } else if status.as_u16() >= 400 && !is_problem {
+        // Errors raised inside actix-web itself (payload limits, etc.).
+        let kind = kind_for_status(status.as_u16());
+        let detail = match kind {
+            ProblemKind::PayloadTooLarge => "The request body is too large; this API takes no request body.".to_owned(),
+            ProblemKind::Internal => "The server failed to answer this request. Retry later; if it persists, report the requestId.".to_owned(),
+            _ => format!("The request was rejected ({}).", status.canonical_reason().unwrap_or("error")),
+        };
+        let error = ApiError::new(kind, detail);
+        let mut problem = error.problem();
+        problem.status = status.as_u16();
+        problem.instance = Some(path);
+        problem.request_id = Some(request_id.clone());
+        let mut rendered = problem_response(&error, &problem);
+        *rendered.status_mut() = status;
+        res.into_response(rendered)
+    } else {
+        res
+    };
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        res.headers_mut().insert(REQUEST_ID, v);
+    }
+    Ok(res)
+}
+
+/// Requires a valid `X-API-Key` on every request it wraps.
+pub async fn require_api_key<B: MessageBody + 'static>(
+    req: ServiceRequest,
+    next: Next<B>,
+) -> Result<ServiceResponse<EitherBody<B>>, Error> {
+    match authenticate(&req).await {
+        Ok(token_id) => {
+            req.extensions_mut().insert(token_id);
+            Ok(next.call(req).await?.map_into_left_body())
+        }
+        Err(e) => Ok(req.error_response(e).map_into_right_body()),
+    }
+}
+
+async fn authenticate(req: &ServiceRequest) -> Result<TokenId, ApiError> {
+    let Some(value) = req.headers().get(API_KEY_HEADER) else {
+        let detail = if req.headers().contains_key(header::AUTHORIZATION) {
+            "The Authorization header is not accepted; send the API key in the X-API-Key header."
+                .to_owned()
+        } else if has_key_like_query(req.query_string()) {
+            "API keys in the query string are not accepted; send the API key in the X-API-Key header.".to_owned()
+        } else {
+            format!("The X-API-Key header is missing; send your API key (it starts with `{}`) in X-API-Key.", tokens::TOKEN_PREFIX)
+        };
+        return Err(ApiError::unauthorized(detail));
+    };
+    let key = value
+        .to_str()
+        .map_err(|_| {
+            ApiError::unauthorized(
+                "The X-API-Key header is not visible ASCII; send the key exactly as issued.",
+            )
+        })?
+        .trim();
+    if key.is_empty() {
+        return Err(ApiError::unauthorized(
+            "The X-API-Key header is empty; send your API key in it.",
+        ));
+    }
+    if !key.starts_with(tokens::TOKEN_PREFIX) {
+        return Err(ApiError::unauthorized(format!(
+            "The X-API-Key value does not start with `{}`; send the key exactly as `token create` printed it.",
+            tokens::TOKEN_PREFIX
+        )));
+    }
+    let unknown = || {
+        ApiError::unauthorized("The API key is not known to this server; create one with `market-data-server token create --name NAME`.")
+    };
+    if !tokens::well_formed(key) {
+        return Err(unknown());
+    }
+    // Hash first, then look up by hash: no secret is ever compared byte by byte.
+    let hash = tokens::hash(key);
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .expect("AppState is registered")
+        .clone();
+    let record = match state.cached_token(&hash) {
+        Some(r) => r,
+        None => {
+            let (st, h) = (state.clone(), hash.clone());
+            let found = web::block(move || st.store.find_token(&h)).await??;
+            let record = found.ok_or_else(unknown)?;
+            state.cache_token(hash, record.clone());
+            record
+        }
+    };
+    let now = time::OffsetDateTime::now_utc();
+    if record.revoked_at.is_some() {
+        return Err(ApiError::unauthorized(
+            "This API key was revoked; ask the operator for a new one.",
+        ));
+    }
+    if record.expires_at.is_some_and(|e| e <= now) {
+        return Err(ApiError::unauthorized(
+            "This API key has expired; ask the operator for a new one.",
+        ));
+    }
+    Ok(TokenId(record.id))
+}
+
+fn has_key_like_query(query: &str) -> bool {
+    form_urlencoded::parse(query.as_bytes()).any(|(k, _)| {
+        let k = k.to_ascii_lowercase().replace(['-', '_'], "");
+        matches!(
+            k.as_str(),
+            "apikey" | "key" | "token" | "accesstoken" | "xapikey"
+        )
+    })
+}
+
+/// 405 for a known path with another method.
+pub async fn method_not_allowed(req: actix_web::HttpRequest) -> HttpResponse {
+    let mut e = ApiError::new(
+        ProblemKind::MethodNotAllowed,
+        format!(
+            "{} is not allowed on this path; this API is read-only: use GET.",
+            req.method()
+        ),
+    );
+    e.allow = Some("GET, HEAD");
+    e.error_response()
+}
+
+/// 404 for unknown paths.
+pub async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
+    ApiError::not_found(format!(
+        "No endpoint at `{}`; see /api-docs/openapi.json or /swagger-ui/ for the available paths.",
+        crate::params::printable(req.path())
+    ))
+    .error_response()
+}

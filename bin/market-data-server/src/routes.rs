@@ -1,0 +1,646 @@
+//! The seven read endpoints. Each is thin: parse, look up in the served
+//! snapshot (or run one keyset query), serialize.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use market_engine::candles::{next_period, period_start, periods_back, rollup, rollup_source};
+use market_engine::{AssetLookup, PositionKey, Snapshot, WalletKey, WalletOrder};
+use market_model::{
+    CandleSeries, Coverage, Decimal, Direction, Interval, LiquidityDay, LiquidityLevelsList,
+    MarketList, MarketSort, NetworkItem, NetworkList, PositionList, SizeClass, SortOrder,
+    WalletList, WalletSort, NETWORK_ID,
+};
+use pagination::{CursorError, LimitSpec};
+use serde::Serialize;
+use time::Date;
+
+use crate::error::{ApiError, Problem};
+use crate::params::{printable, Params};
+use crate::state::AppState;
+
+/// `limit` of whale-positions.
+pub const POSITIONS_LIMIT: LimitSpec = LimitSpec::new(25, 200);
+/// `limit` of wallets.
+pub const WALLETS_LIMIT: LimitSpec = LimitSpec::new(25, 200);
+/// `limit` of liquidity-levels.
+pub const LIQUIDITY_LIMIT: LimitSpec = LimitSpec::new(30, 500);
+/// `limit` of candles.
+pub const CANDLES_LIMIT: LimitSpec = LimitSpec::new(500, 5000);
+/// Widest liquidity-levels window: toDate − fromDate ≤ 89 days (90 calendar days inclusive).
+pub const MAX_WINDOW_DAYS: i64 = 89;
+/// Intervals that are rolled up from finer ones must not read more source rows than this.
+const MAX_ROLLUP_ROWS: i64 = 200_000;
+
+type Data = web::Data<AppState>;
+
+/// Serializes a body as `application/json`.
+pub fn json<T: Serialize>(body: &T) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, "application/json"))
+        .body(serde_json::to_vec(body).expect("responses serialize"))
+}
+
+fn check_network(network: &str) -> Result<(), ApiError> {
+    if network == NETWORK_ID {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!(
+            "Unknown network `{}`; the only network is `{NETWORK_ID}` (see GET /v1/networks).",
+            printable(network)
+        )))
+    }
+}
+
+fn resolve_asset(snapshot: &Snapshot, asset: &str) -> Result<usize, ApiError> {
+    match snapshot.lookup_asset(asset) {
+        AssetLookup::Found(i) => Ok(i),
+        AssetLookup::Ambiguous(candidates) => Err(ApiError::not_found(format!(
+            "Asset `{}` is listed by several dexs; use one of the network symbols: {}.",
+            printable(asset),
+            candidates.join(", ")
+        ))),
+        AssetLookup::Unknown => Err(ApiError::not_found(format!(
+            "Unknown asset `{}`; symbols are case-sensitive (e.g. BTC, kPEPE, xyz:TSLA); GET /v1/networks/{NETWORK_ID}/markets lists them.",
+            printable(asset)
+        ))),
+    }
+}
+
+fn cursor_error(e: CursorError) -> ApiError {
+    ApiError::param("cursor", e)
+}
+
+/// List the networks.
+///
+/// Lists the source networks the service serves (one: `perpnet`). Also a cheap way to check that a key works.
+#[utoipa::path(
+    get,
+    path = "/v1/networks",
+    operation_id = "listNetworks",
+    tag = "networks",
+    responses(
+        (status = 200, description = "The networks (never paged; `nextCursor` is always null).", body = NetworkList),
+        (status = 400, description = "A query parameter was given (this endpoint takes none).", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn list_networks(req: HttpRequest, state: Data) -> Result<HttpResponse, ApiError> {
+    Params::parse(req.query_string(), &[])?;
+    let snapshot = state.snapshot();
+    Ok(json(&NetworkList {
+        items: vec![NetworkItem {
+            network: NETWORK_ID.to_owned(),
+            display_name: "Perpnet (Hyperliquid-style perpetuals)".to_owned(),
+            scan_asset_count: snapshot.asset_count() as u32,
+        }],
+        next_cursor: None,
+    }))
+}
+
+/// List markets.
+///
+/// Every tracked asset with its quote context and scanned-wallet aggregates, in one response (not paged).
+/// Default order: `volume24h` descending. `order=asc` sorts ascending; any other value, or none, sorts
+/// descending (this is not an error). Ties are broken by symbol ascending.
+#[utoipa::path(
+    get,
+    path = "/v1/networks/{network}/markets",
+    operation_id = "listMarkets",
+    tag = "markets",
+    params(
+        ("network" = String, Path, description = "Network id; only `perpnet`.", example = "perpnet"),
+        ("sort" = Option<MarketSort>, Query, description = "Sort key (default `volume24h`). An unknown key is a 400."),
+        ("order" = Option<String>, Query, description = "`asc` sorts ascending; any other value, or none, sorts descending.", example = "desc"),
+    ),
+    responses(
+        (status = 200, description = "All markets.", body = MarketList),
+        (status = 400, description = "Unknown sort key or query parameter.", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network.", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn list_markets(
+    req: HttpRequest,
+    path: web::Path<String>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    check_network(&path)?;
+    let params = Params::parse(req.query_string(), &["sort", "order"])?;
+    let sort = params
+        .enum_opt::<MarketSort>("sort")?
+        .unwrap_or(MarketSort::Volume24h);
+    let order = SortOrder::parse_lenient(params.get("order"));
+    let snapshot = state.snapshot();
+    Ok(json(&MarketList {
+        items: snapshot.markets(sort, order).cloned().collect(),
+        coverage: Coverage::ScannedWallets,
+    }))
+}
+
+/// Get one market.
+///
+/// The snapshot of one asset, the same object as a market-list item. `asset` is a network symbol
+/// (`BTC`, `kPEPE`, `xyz:TSLA`; case-sensitive, raw or percent-encoded) or the canonical symbol of a
+/// HIP-3 asset listed by exactly one dex (`TSLA` → `xyz:TSLA`).
+#[utoipa::path(
+    get,
+    path = "/v1/networks/{network}/markets/{asset}",
+    operation_id = "getMarket",
+    tag = "markets",
+    params(
+        ("network" = String, Path, description = "Network id; only `perpnet`.", example = "perpnet"),
+        ("asset" = String, Path, description = "Network or canonical asset symbol, case-sensitive.", example = "BTC"),
+    ),
+    responses(
+        (status = 200, description = "The market.", body = market_model::Market),
+        (status = 400, description = "A query parameter was given (this endpoint takes none).", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn get_market(
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    let (network, asset) = path.into_inner();
+    check_network(&network)?;
+    Params::parse(req.query_string(), &[])?;
+    let snapshot = state.snapshot();
+    let index = resolve_asset(&snapshot, &asset)?;
+    Ok(json(snapshot.market(index)))
+}
+
+/// List the positions in one market.
+///
+/// Open positions of scanned wallets in the asset (not only positions of one million USD or more; the
+/// path name is kept for compatibility), ordered by `positionValue` descending, ties by address ascending.
+/// Keyset-paged: pass `nextCursor` back as `cursor` with the same `direction`.
+#[utoipa::path(
+    get,
+    path = "/v1/networks/{network}/markets/{asset}/whale-positions",
+    operation_id = "listMarketPositions",
+    tag = "positions",
+    params(
+        ("network" = String, Path, description = "Network id; only `perpnet`.", example = "perpnet"),
+        ("asset" = String, Path, description = "Network or canonical asset symbol, case-sensitive.", example = "BTC"),
+        ("direction" = Option<Direction>, Query, description = "Only long or only short positions."),
+        ("limit" = Option<u32>, Query, description = "Page size, 1 to 200.", minimum = 1, maximum = 200, example = 25),
+        ("cursor" = Option<String>, Query, description = "`nextCursor` of the previous page (same asset and direction)."),
+    ),
+    responses(
+        (status = 200, description = "A page of positions.", body = PositionList),
+        (status = 400, description = "Bad direction, limit, cursor or unknown parameter.", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn list_positions(
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    let (network, asset) = path.into_inner();
+    check_network(&network)?;
+    let params = Params::parse(req.query_string(), &["direction", "limit", "cursor"])?;
+    let direction = params.enum_opt::<Direction>("direction")?;
+    let limit = POSITIONS_LIMIT
+        .parse(params.get("limit"))
+        .map_err(|e| ApiError::param("limit", e))?;
+    let snapshot = state.snapshot();
+    let index = resolve_asset(&snapshot, &asset)?;
+    let symbol = &snapshot.market(index).symbol;
+    let query = pagination::fingerprint(&[
+        "whale-positions",
+        symbol,
+        direction.map_or("", Direction::as_str),
+    ]);
+    let after = params
+        .get("cursor")
+        .map(|c| {
+            let (value, address): (String, String) =
+                pagination::decode(&query, c).map_err(cursor_error)?;
+            let value: Decimal = value
+                .parse()
+                .map_err(|_| cursor_error(CursorError::Malformed))?;
+            Ok::<_, ApiError>(PositionKey {
+                value: value.0,
+                address,
+            })
+        })
+        .transpose()?;
+    let page = snapshot.positions_page(index, direction, after.as_ref(), limit as usize);
+    let next_cursor = match (page.has_more, page.items.last()) {
+        (true, Some(last)) => Some(pagination::encode(
+            &query,
+            &(last.position_value.to_string(), &last.address),
+        )),
+        _ => None,
+    };
+    Ok(json(&PositionList {
+        items: page.items.into_iter().cloned().collect(),
+        next_cursor,
+        coverage: Coverage::ScannedWallets,
+    }))
+}
+
+/// List wallets.
+///
+/// Scanned wallets with live account state and analytics. Sort keys: `accountTotalValue` (default),
+/// `totalPositionValue`, `netPnl`, `roi`, `winRate`; `order=asc` sorts ascending, anything else descending.
+/// Wallets whose sort value is null (no analytics yet) come last in both orders; ties are broken by address
+/// ascending. `total` counts every wallet matching the filters. Keyset-paged: pass `nextCursor` back as
+/// `cursor` with the same `size`, `direction`, `sort` and `order`.
+#[utoipa::path(
+    get,
+    path = "/v1/networks/{network}/wallets",
+    operation_id = "listWallets",
+    tag = "wallets",
+    params(
+        ("network" = String, Path, description = "Network id; only `perpnet`.", example = "perpnet"),
+        ("size" = Option<SizeClass>, Query, description = "Size class by account value: `shrimp` < 100,000 USD ≤ `shark` < 1,000,000 USD ≤ `whale`."),
+        ("direction" = Option<Direction>, Query, description = "Net direction: `long` (longValue > shortValue) or `short` (shortValue > longValue)."),
+        ("sort" = Option<WalletSort>, Query, description = "Sort key (default `accountTotalValue`)."),
+        ("order" = Option<String>, Query, description = "`asc` sorts ascending; any other value, or none, sorts descending.", example = "desc"),
+        ("limit" = Option<u32>, Query, description = "Page size, 1 to 200.", minimum = 1, maximum = 200, example = 25),
+        ("cursor" = Option<String>, Query, description = "`nextCursor` of the previous page (same filters and order)."),
+    ),
+    responses(
+        (status = 200, description = "A page of wallets.", body = WalletList),
+        (status = 400, description = "Bad size, direction, sort, limit, cursor or unknown parameter.", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network.", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn list_wallets(
+    req: HttpRequest,
+    path: web::Path<String>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    check_network(&path)?;
+    let params = Params::parse(
+        req.query_string(),
+        &["size", "direction", "sort", "order", "limit", "cursor"],
+    )?;
+    let size = params.enum_opt::<SizeClass>("size")?;
+    let direction = params.enum_opt::<Direction>("direction")?;
+    let sort = params
+        .enum_opt::<WalletSort>("sort")?
+        .unwrap_or(WalletSort::AccountTotalValue);
+    let order = SortOrder::parse_lenient(params.get("order"));
+    let limit = WALLETS_LIMIT
+        .parse(params.get("limit"))
+        .map_err(|e| ApiError::param("limit", e))?;
+    let query = pagination::fingerprint(&[
+        "wallets",
+        sort.as_str(),
+        order.as_str(),
+        size.map_or("", SizeClass::as_str),
+        direction.map_or("", Direction::as_str),
+    ]);
+    let after = params
+        .get("cursor")
+        .map(|c| {
+            let (value, address): (Option<String>, String) =
+                pagination::decode(&query, c).map_err(cursor_error)?;
+            let value = value
+                .map(|v| v.parse::<Decimal>().map(|d| d.0))
+                .transpose()
+                .map_err(|_| cursor_error(CursorError::Malformed))?;
+            Ok::<_, ApiError>(WalletKey { value, address })
+        })
+        .transpose()?;
+    let snapshot = state.snapshot();
+    let (page, total) = snapshot.wallets_page(
+        WalletOrder {
+            sort,
+            order,
+            size,
+            direction,
+        },
+        after.as_ref(),
+        limit as usize,
+    );
+    let next_cursor = match (page.has_more, page.items.last()) {
+        (true, Some(last)) => {
+            let key = Snapshot::wallet_key(last, sort);
+            Some(pagination::encode(
+                &query,
+                &(key.value.map(|v| v.to_plain_string()), key.address),
+            ))
+        }
+        _ => None,
+    };
+    Ok(json(&WalletList {
+        items: page.items.into_iter().cloned().collect(),
+        next_cursor,
+        total: total as u64,
+        coverage: Coverage::ScannedWallets,
+    }))
+}
+
+/// List daily liquidation levels.
+///
+/// One item per (date, asset) in `[fromDate, toDate]`, ordered by date then asset symbol. The latest day
+/// (the UTC date of the latest scan) has coverage `current` and is computed from the current positions, so
+/// its totals equal the market's long/short liquidation values; earlier days are frozen end-of-day
+/// snapshots (coverage `end_of_day`). The window is at most 90 calendar days (toDate − fromDate ≤ 89 days).
+#[utoipa::path(
+    get,
+    path = "/v1/networks/{network}/liquidity-levels",
+    operation_id = "listLiquidityLevels",
+    tag = "liquidity",
+    params(
+        ("network" = String, Path, description = "Network id; only `perpnet`.", example = "perpnet"),
+        ("fromDate" = String, Query, format = Date, description = "First day, YYYY-MM-DD (UTC).", example = "2026-11-01"),
+        ("toDate" = String, Query, format = Date, description = "Last day, YYYY-MM-DD, ≥ fromDate and at most 89 days after it.", example = "2026-11-22"),
+        ("asset" = Option<String>, Query, description = "Only this asset (network or canonical symbol).", example = "BTC"),
+        ("limit" = Option<u32>, Query, description = "Page size, 1 to 500.", minimum = 1, maximum = 500, example = 30),
+        ("cursor" = Option<String>, Query, description = "`nextCursor` of the previous page (same dates and asset)."),
+    ),
+    responses(
+        (status = 200, description = "A page of liquidity days.", body = LiquidityLevelsList),
+        (status = 400, description = "Missing or bad dates, a window over 90 days, bad limit or cursor, or unknown parameter.", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unreachable or busy.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn list_liquidity_levels(
+    req: HttpRequest,
+    path: web::Path<String>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    check_network(&path)?;
+    let params = Params::parse(
+        req.query_string(),
+        &["fromDate", "toDate", "asset", "limit", "cursor"],
+    )?;
+    let from = params.date("fromDate")?;
+    let to = params.date("toDate")?;
+    if to < from {
+        return Err(ApiError::param(
+            "toDate",
+            format!("must be on or after fromDate ({from}); got {to}"),
+        ));
+    }
+    if (to - from).whole_days() > MAX_WINDOW_DAYS {
+        return Err(ApiError::param(
+            "toDate",
+            format!("must be at most {MAX_WINDOW_DAYS} days after fromDate (a window of at most 90 days); got {} days", (to - from).whole_days()),
+        ));
+    }
+    let limit = LIQUIDITY_LIMIT
+        .parse(params.get("limit"))
+        .map_err(|e| ApiError::param("limit", e))?;
+    let snapshot = state.snapshot();
+    let asset = params
+        .get("asset")
+        .map(|a| resolve_asset(&snapshot, a).map(|i| snapshot.market(i).symbol.clone()))
+        .transpose()?;
+    let query = pagination::fingerprint(&[
+        "liquidity-levels",
+        &from.to_string(),
+        &to.to_string(),
+        asset.as_deref().unwrap_or(""),
+    ]);
+    let after: Option<(Date, String)> = params
+        .get("cursor")
+        .map(|c| {
+            let (date, symbol): (String, String) =
+                pagination::decode(&query, c).map_err(cursor_error)?;
+            let date = market_model::timestamp_date::parse(&date)
+                .map_err(|_| cursor_error(CursorError::Malformed))?;
+            Ok::<_, ApiError>((date, symbol))
+        })
+        .transpose()?;
+
+    // History (frozen days before the current one) comes from the database; the current day from the snapshot.
+    let current_date = snapshot.current_date();
+    let has_current = snapshot.version > 0;
+    let history_to = if has_current && to >= current_date {
+        current_date.previous_day()
+    } else {
+        Some(to)
+    };
+    let fetch = limit as i64 + 1;
+    let mut items: Vec<LiquidityDay> = match history_to {
+        Some(history_to) if from <= history_to => {
+            let (store, asset_c, after_c) = (state.store.clone(), asset.clone(), after.clone());
+            web::block(move || {
+                store.liquidity_history(
+                    NETWORK_ID,
+                    from,
+                    history_to,
+                    asset_c.as_deref(),
+                    after_c.as_ref().map(|(d, s)| (*d, s.as_str())),
+                    fetch,
+                )
+            })
+            .await??
+        }
+        _ => Vec::new(),
+    };
+    if (items.len() as i64) < fetch && has_current && (from..=to).contains(&current_date) {
+        let current = snapshot.current_days().iter().filter(|d| {
+            asset.as_deref().is_none_or(|a| d.network_asset_symbol == a)
+                && after.as_ref().is_none_or(|(ad, asym)| {
+                    (current_date, d.network_asset_symbol.as_str()) > (*ad, asym.as_str())
+                })
+        });
+        items.extend(current.take(fetch as usize - items.len()).cloned());
+    }
+    let next_cursor = if items.len() > limit as usize {
+        items.truncate(limit as usize);
+        items.last().map(|last| {
+            pagination::encode(&query, &(last.date.to_string(), &last.network_asset_symbol))
+        })
+    } else {
+        None
+    };
+    Ok(json(&LiquidityLevelsList {
+        from_date: from,
+        to_date: to,
+        granularity: "day".to_owned(),
+        items,
+        next_cursor,
+    }))
+}
+
+/// Get candles.
+///
+/// OHLCV candles of one asset in ascending time order. `to` defaults to now; `from` defaults to `to` minus
+/// `limit` intervals. A candle is included when its open time is within `[from, to]`. `cursor` (the
+/// previous page's `nextCursor`, an epoch-ms time) replaces `from`; `to` still applies. Intervals that are
+/// not stored are rolled up from finer stored ones, aligned to UTC (weeks start Monday, `1M` is a calendar
+/// month). The demo data stores `1h` for 90 days and `1m` for the last 24 hours.
+#[utoipa::path(
+    get,
+    path = "/v1/networks/{network}/markets/{asset}/candles",
+    operation_id = "listCandles",
+    tag = "candles",
+    params(
+        ("network" = String, Path, description = "Network id; only `perpnet`.", example = "perpnet"),
+        ("asset" = String, Path, description = "Network or canonical asset symbol, case-sensitive.", example = "BTC"),
+        ("interval" = Interval, Query, description = "Candle interval (required)."),
+        ("from" = Option<String>, Query, description = "Start, RFC 3339 instant or epoch milliseconds (default: `to` minus `limit` intervals).", example = "2026-11-20T00:00:00Z"),
+        ("to" = Option<String>, Query, description = "End (inclusive), RFC 3339 instant or epoch milliseconds (default: now).", example = "1795305600000"),
+        ("limit" = Option<u32>, Query, description = "Most candles returned, 1 to 5000.", minimum = 1, maximum = 5000, example = 500),
+        ("cursor" = Option<String>, Query, description = "`nextCursor` of the previous page: an epoch-ms time or RFC 3339 instant; replaces `from`.", example = "1795003200000"),
+    ),
+    responses(
+        (status = 200, description = "Candles.", body = CandleSeries),
+        (status = 400, description = "Missing or unknown interval, bad instant, limit or cursor, or unknown parameter.", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unreachable or busy.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn list_candles(
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    let (network, asset) = path.into_inner();
+    check_network(&network)?;
+    let params = Params::parse(
+        req.query_string(),
+        &["interval", "from", "to", "limit", "cursor"],
+    )?;
+    let interval = params.enum_opt::<Interval>("interval")?.ok_or_else(|| {
+        ApiError::param(
+            "interval",
+            format!("is required; use one of {}", Interval::NAMES.join(", ")),
+        )
+    })?;
+    let limit = CANDLES_LIMIT
+        .parse(params.get("limit"))
+        .map_err(|e| ApiError::param("limit", e))?;
+    let to = params.instant_ms("to")?.unwrap_or_else(|| {
+        (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+    });
+    let from = match params.instant_ms("cursor")? {
+        Some(c) => c,
+        // `to` minus `limit` intervals: the `limit` periods ending with the one containing `to`.
+        None => params
+            .instant_ms("from")?
+            .unwrap_or_else(|| periods_back(interval, period_start(interval, to), limit - 1)),
+    };
+    if from > to {
+        let name = if params.get("cursor").is_some() {
+            "cursor"
+        } else {
+            "from"
+        };
+        return Err(ApiError::param(name, "must not be after `to`"));
+    }
+    let snapshot = state.snapshot();
+    let index = resolve_asset(&snapshot, &asset)?;
+    let symbol = snapshot.market(index).symbol.clone();
+
+    // First period starting at or after `from`.
+    let aligned = period_start(interval, from);
+    let start = if aligned == from {
+        from
+    } else {
+        next_period(interval, aligned)
+    };
+    let store = state.store.clone();
+    let sym = symbol.clone();
+    let mut candles = web::block(move || {
+        let stored = store.stored_intervals(&sym)?;
+        let Some(source) = rollup_source(interval, &stored) else {
+            return Ok(Vec::new());
+        };
+        if source == interval {
+            return store.candles(
+                &sym,
+                interval,
+                start,
+                to.saturating_add(1),
+                limit as i64 + 1,
+            );
+        }
+        // Source rows for limit+1 target periods, capped.
+        let mut end = start;
+        for _ in 0..=limit {
+            end = next_period(interval, end);
+            if end > to {
+                break;
+            }
+        }
+        let end = end.min(to.saturating_add(1)).max(start);
+        let rows = store.candles(
+            &sym,
+            source,
+            start,
+            end.max(next_period(interval, start)),
+            MAX_ROLLUP_ROWS,
+        )?;
+        Ok(rollup(&rows, interval)
+            .into_iter()
+            .filter(|c| c.time >= start && c.time <= to)
+            .collect())
+    })
+    .await?
+    .map_err(ApiError::from)?;
+    let next_cursor = if candles.len() > limit as usize {
+        let next = candles[limit as usize].time;
+        candles.truncate(limit as usize);
+        Some(next.to_string())
+    } else {
+        None
+    };
+    Ok(json(&CandleSeries {
+        network: NETWORK_ID.to_owned(),
+        canonical_asset: market_model::symbol::canonical_of(&symbol).to_owned(),
+        coin: symbol,
+        interval,
+        candles,
+        next_cursor,
+    }))
+}
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz", tag = "health",
+    responses((status = 200, description = "The process is alive.", body = Health)))]
+pub async fn healthz() -> HttpResponse {
+    json(&Health {
+        status: "ok".into(),
+    })
+}
+
+/// Readiness: the database answers.
+#[utoipa::path(get, path = "/readyz", operation_id = "readyz", tag = "health",
+    responses(
+        (status = 200, description = "The database is reachable.", body = Health),
+        (status = 503, description = "The database is unreachable.", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn readyz(state: Data) -> Result<HttpResponse, ApiError> {
+    let store = state.store.clone();
+    web::block(move || store.ping()).await??;
+    Ok(json(&Health {
+        status: "ready".into(),
+    }))
+}
+
+/// Health status body.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ok` or `ready`.
+    pub status: String,
+}

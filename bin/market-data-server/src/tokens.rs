@@ -1,0 +1,67 @@
+//! API token format: a fixed prefix plus 256 bits from the OS CSPRNG.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use rand::rngs::OsRng;
+use rand::TryRngCore;
+use sha2::{Digest, Sha256};
+
+/// Every token starts with this prefix.
+pub const TOKEN_PREFIX: &str = "mds_";
+/// Length of the random part (base64url of 32 bytes).
+pub const SECRET_LEN: usize = 43;
+
+/// A new random token.
+pub fn generate() -> String {
+    let mut bytes = [0u8; 32];
+    OsRng
+        .try_fill_bytes(&mut bytes)
+        .expect("the OS random number generator is available");
+    format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// Hex SHA-256 of a token: what the database stores and looks up.
+pub fn hash(token: &str) -> String {
+    let digest = Sha256::digest(token.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Prefix plus last four characters, for listings.
+pub fn hint(token: &str) -> String {
+    let tail: String = token
+        .chars()
+        .rev()
+        .take(4)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("{TOKEN_PREFIX}…{tail}")
+}
+
+/// Whether `token` has the shape of a token (prefix, length, alphabet).
+pub fn well_formed(token: &str) -> bool {
+    token.strip_prefix(TOKEN_PREFIX).is_some_and(|secret| {
+        secret.len() == SECRET_LEN
+            && secret
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_unique_and_well_formed() {
+        let a = generate();
+        let b = generate();
+        assert_ne!(a, b);
+        assert!(well_formed(&a), "{a}");
+        assert_eq!(hash(&a).len(), 64);
+        assert!(hint(&a).ends_with(&a[a.len() - 4..]));
+        assert!(!well_formed("mds_short"));
+        assert!(!well_formed(&a.replace(TOKEN_PREFIX, "xyz_")));
+    }
+}

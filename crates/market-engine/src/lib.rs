@@ -1,0 +1,14 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+
+pub mod aggregate;
+pub mod buckets;
+pub mod candles;
+pub mod snapshot;
+pub mod symbols;
+
+pub use aggregate::{
+    materialize, AggregateError, Analytics, Materialized, Quote, ScanInput, WalletInput,
+};
+pub use buckets::{bucket_price, bucket_size_for_price};
+pub use snapshot::{AssetLookup, Page, PositionKey, Snapshot, WalletKey, WalletOrder};

@@ -1,0 +1,10 @@
+DROP TABLE token_usage;
+DROP TABLE api_tokens;
+DROP TABLE candles;
+DROP TABLE liquidity_levels;
+DROP TABLE liquidity_days;
+DROP TABLE current_levels;
+DROP TABLE positions;
+DROP TABLE wallets;
+DROP TABLE markets;
+DROP TABLE snapshots;

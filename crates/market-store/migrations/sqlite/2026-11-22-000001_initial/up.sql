@@ -1,0 +1,152 @@
+-- SQLite schema. Decimals are TEXT in plain notation so they round-trip
+-- exactly (SQLite's NUMERIC affinity would turn them into binary floats);
+-- nothing orders by them in SQL (orders are served from memory).
+-- Timestamps are UTC 'YYYY-MM-DD HH:MM:SS.SSS' text, dates 'YYYY-MM-DD'.
+
+-- One row per materialized data version; the highest version is served.
+CREATE TABLE snapshots (
+    version        BIGINT  NOT NULL PRIMARY KEY,
+    source         TEXT    NOT NULL,
+    observed_at    TIMESTAMP NOT NULL,
+    created_at     TIMESTAMP NOT NULL,
+    asset_count    BIGINT  NOT NULL,
+    wallet_count   BIGINT  NOT NULL,
+    position_count BIGINT  NOT NULL
+);
+
+CREATE TABLE markets (
+    version                 BIGINT NOT NULL REFERENCES snapshots(version) ON DELETE CASCADE,
+    symbol                  TEXT   NOT NULL,
+    price                   TEXT   NOT NULL,
+    change24h_pct           TEXT   NOT NULL,
+    volume24h               TEXT   NOT NULL,
+    open_interest           TEXT   NOT NULL,
+    funding                 TEXT   NOT NULL,
+    long_count              BIGINT NOT NULL,
+    short_count             BIGINT NOT NULL,
+    long_short_ratio        TEXT   NOT NULL,
+    long_liquidation_value  TEXT   NOT NULL,
+    short_liquidation_value TEXT   NOT NULL,
+    total_liquidation_value TEXT   NOT NULL,
+    bucket_size             TEXT   NOT NULL,
+    PRIMARY KEY (version, symbol)
+);
+
+CREATE TABLE wallets (
+    version             BIGINT  NOT NULL REFERENCES snapshots(version) ON DELETE CASCADE,
+    address             TEXT    NOT NULL,
+    label               TEXT,
+    tags                TEXT    NOT NULL, -- JSON array of strings
+    kols                TEXT    NOT NULL, -- JSON array of {name, platform, handle}
+    kol_profile         TEXT,             -- JSON object or NULL
+    size_class          TEXT    NOT NULL,
+    direction           TEXT    NOT NULL,
+    account_value       TEXT    NOT NULL,
+    total_value         TEXT    NOT NULL,
+    long_value          TEXT    NOT NULL,
+    short_value         TEXT    NOT NULL,
+    leverage            TEXT    NOT NULL,
+    position_count      INTEGER NOT NULL,
+    observed_at         TIMESTAMP NOT NULL,
+    net_pnl             TEXT,
+    roi                 TEXT,
+    win_rate            TEXT,
+    strategy            TEXT,
+    strategy_confidence TEXT,
+    PRIMARY KEY (version, address)
+);
+
+CREATE TABLE positions (
+    version        BIGINT NOT NULL REFERENCES snapshots(version) ON DELETE CASCADE,
+    symbol         TEXT   NOT NULL,
+    address        TEXT   NOT NULL,
+    direction      TEXT   NOT NULL,
+    size           TEXT   NOT NULL,
+    entry_price    TEXT   NOT NULL,
+    mark_price     TEXT   NOT NULL,
+    position_value TEXT   NOT NULL,
+    liq_price      TEXT,
+    leverage       TEXT   NOT NULL,
+    margin         TEXT   NOT NULL,
+    upnl           TEXT   NOT NULL,
+    upnl_pct       TEXT   NOT NULL,
+    funding_cost   TEXT   NOT NULL,
+    observed_at    TIMESTAMP NOT NULL,
+    PRIMARY KEY (version, symbol, address)
+);
+
+-- Levels of the `current` liquidity day of each version.
+CREATE TABLE current_levels (
+    version        BIGINT NOT NULL REFERENCES snapshots(version) ON DELETE CASCADE,
+    symbol         TEXT   NOT NULL,
+    side           TEXT   NOT NULL,
+    bucket_price   TEXT   NOT NULL,
+    position_count BIGINT NOT NULL,
+    total_usd      TEXT   NOT NULL,
+    min_liq_price  TEXT   NOT NULL,
+    max_liq_price  TEXT   NOT NULL,
+    PRIMARY KEY (version, symbol, side, bucket_price)
+);
+
+-- Frozen end-of-day liquidity days; the primary key is the listing order.
+CREATE TABLE liquidity_days (
+    date        DATE   NOT NULL,
+    symbol      TEXT   NOT NULL,
+    coverage    TEXT   NOT NULL,
+    bucket_size TEXT   NOT NULL,
+    updated_at  TIMESTAMP NOT NULL,
+    long_count  BIGINT NOT NULL,
+    long_usd    TEXT   NOT NULL,
+    short_count BIGINT NOT NULL,
+    short_usd   TEXT   NOT NULL,
+    PRIMARY KEY (date, symbol)
+);
+-- The asset filter pages one symbol by date.
+CREATE INDEX liquidity_days_symbol_date ON liquidity_days (symbol, date);
+
+CREATE TABLE liquidity_levels (
+    date           DATE   NOT NULL,
+    symbol         TEXT   NOT NULL,
+    side           TEXT   NOT NULL,
+    bucket_price   TEXT   NOT NULL,
+    position_count BIGINT NOT NULL,
+    total_usd      TEXT   NOT NULL,
+    min_liq_price  TEXT   NOT NULL,
+    max_liq_price  TEXT   NOT NULL,
+    PRIMARY KEY (date, symbol, side, bucket_price),
+    FOREIGN KEY (date, symbol) REFERENCES liquidity_days (date, symbol) ON DELETE CASCADE
+);
+
+-- Stored candles; the primary key serves every time-range read.
+CREATE TABLE candles (
+    symbol    TEXT   NOT NULL,
+    resolution TEXT  NOT NULL, -- candle interval (1m, 1h, ...)
+    open_time BIGINT NOT NULL, -- epoch milliseconds
+    open      TEXT   NOT NULL,
+    high      TEXT   NOT NULL,
+    low       TEXT   NOT NULL,
+    close     TEXT   NOT NULL,
+    volume    TEXT   NOT NULL,
+    trades    BIGINT NOT NULL,
+    PRIMARY KEY (symbol, resolution, open_time)
+);
+
+CREATE TABLE api_tokens (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    name         TEXT NOT NULL,
+    token_hash   TEXT NOT NULL UNIQUE, -- hex SHA-256 of the whole token; the token itself is never stored
+    hint         TEXT NOT NULL,        -- prefix + last 4 characters, for listings
+    created_at   TIMESTAMP NOT NULL,
+    expires_at   TIMESTAMP,
+    last_used_at TIMESTAMP,
+    revoked_at   TIMESTAMP
+);
+
+CREATE TABLE token_usage (
+    token_id     BIGINT NOT NULL REFERENCES api_tokens(id) ON DELETE CASCADE,
+    day          DATE   NOT NULL,
+    endpoint     TEXT   NOT NULL,
+    status_class TEXT   NOT NULL,
+    count        BIGINT NOT NULL,
+    PRIMARY KEY (token_id, day, endpoint, status_class)
+);

@@ -1,0 +1,450 @@
+//! Conversions between model types and rows.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use market_model::{
+    symbol, Candle, Coverage, Decimal, Direction, Kol, KolProfile, Level, LiquidityDay,
+    LiquidityTotals, Market, MarketPosition, SideTotal, SizeClass, Strategy, Wallet,
+    WalletDirection,
+};
+
+use crate::rows::*;
+use crate::types::DbDecimal;
+use crate::{CandleBatch, LoadedSnapshot, SnapshotMeta, StoreError};
+
+fn db(d: &Decimal) -> DbDecimal {
+    DbDecimal::from(d)
+}
+
+fn dec(d: DbDecimal) -> Decimal {
+    Decimal::from(d)
+}
+
+fn parse<T: FromStr>(what: &str, text: &str) -> Result<T, StoreError> {
+    text.parse()
+        .map_err(|_| StoreError::Corrupt(format!("{what} {text:?} is not a known value")))
+}
+
+fn json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn level_key(l: &Level) -> (String, DbDecimal, i64, DbDecimal, DbDecimal, DbDecimal) {
+    (
+        l.side.as_str().to_owned(),
+        db(&l.bucket_price),
+        l.position_count as i64,
+        db(&l.total_amount_usd),
+        db(&l.min_liquidation_price),
+        db(&l.max_liquidation_price),
+    )
+}
+
+pub(crate) fn market_rows(
+    version: i64,
+    markets: &[Market],
+    days: &[LiquidityDay],
+) -> Vec<MarketRow> {
+    let sizes: HashMap<&str, &Decimal> = days
+        .iter()
+        .map(|d| (d.network_asset_symbol.as_str(), &d.bucket_size))
+        .collect();
+    markets
+        .iter()
+        .map(|m| MarketRow {
+            version,
+            symbol: m.symbol.clone(),
+            price: db(&m.price),
+            change24h_pct: db(&m.change24h_pct),
+            volume24h: db(&m.volume24h),
+            open_interest: db(&m.open_interest),
+            funding: db(&m.funding),
+            long_count: m.long_count as i64,
+            short_count: m.short_count as i64,
+            long_short_ratio: db(&m.long_short_ratio),
+            long_liquidation_value: db(&m.long_liquidation_value),
+            short_liquidation_value: db(&m.short_liquidation_value),
+            total_liquidation_value: db(&m.total_liquidation_value),
+            bucket_size: sizes
+                .get(m.symbol.as_str())
+                .map_or_else(|| db(&Decimal::zero()), |s| db(s)),
+        })
+        .collect()
+}
+
+pub(crate) fn wallet_row(version: i64, w: &Wallet) -> WalletRow {
+    WalletRow {
+        version,
+        address: w.address.clone(),
+        label: w.label.clone(),
+        tags: serde_json::to_string(&w.tags).expect("strings serialize"),
+        kols: serde_json::to_string(&w.kols).expect("kols serialize"),
+        kol_profile: w
+            .kol_profile
+            .as_ref()
+            .map(|k| serde_json::to_string(k).expect("profile serializes")),
+        size_class: w.size_class.as_str().to_owned(),
+        direction: w.direction.as_str().to_owned(),
+        account_value: db(&w.account_total_value),
+        total_value: db(&w.total_position_value),
+        long_value: db(&w.long_value),
+        short_value: db(&w.short_value),
+        leverage: db(&w.leverage),
+        position_count: w.positions as i32,
+        observed_at: to_db_time(w.observed_at),
+        net_pnl: w.net_pnl.as_ref().map(db),
+        roi: w.roi.as_ref().map(db),
+        win_rate: w.win_rate.as_ref().map(db),
+        strategy: w.strategy.map(|s| s.as_str().to_owned()),
+        strategy_confidence: w.strategy_confidence.as_ref().map(db),
+    }
+}
+
+pub(crate) fn position_row(version: i64, p: &MarketPosition) -> PositionRow {
+    PositionRow {
+        version,
+        symbol: p.symbol.clone(),
+        address: p.address.clone(),
+        direction: p.direction.as_str().to_owned(),
+        size: db(&p.size),
+        entry_price: db(&p.entry_price),
+        mark_price: db(&p.mark_price),
+        position_value: db(&p.position_value),
+        liq_price: p.liq_price.as_ref().map(db),
+        leverage: db(&p.leverage),
+        margin: db(&p.margin),
+        upnl: db(&p.u_pnl),
+        upnl_pct: db(&p.u_pnl_pct),
+        funding_cost: db(&p.funding_cost),
+        observed_at: to_db_time(p.observed_at),
+    }
+}
+
+pub(crate) fn current_level_rows(version: i64, day: &LiquidityDay) -> Vec<CurrentLevelRow> {
+    day.levels
+        .iter()
+        .map(|l| {
+            let (side, bucket_price, position_count, total_usd, min_liq_price, max_liq_price) =
+                level_key(l);
+            CurrentLevelRow {
+                version,
+                symbol: day.network_asset_symbol.clone(),
+                side,
+                bucket_price,
+                position_count,
+                total_usd,
+                min_liq_price,
+                max_liq_price,
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn history_rows(
+    days: &[LiquidityDay],
+) -> (Vec<LiquidityDayRow>, Vec<LiquidityLevelRow>) {
+    let mut day_rows = Vec::with_capacity(days.len());
+    let mut level_rows = Vec::new();
+    for d in days {
+        day_rows.push(LiquidityDayRow {
+            date: d.date,
+            symbol: d.network_asset_symbol.clone(),
+            coverage: d.coverage.as_str().to_owned(),
+            bucket_size: db(&d.bucket_size),
+            updated_at: to_db_time(d.updated_at),
+            long_count: d.totals.long.position_count as i64,
+            long_usd: db(&d.totals.long.total_amount_usd),
+            short_count: d.totals.short.position_count as i64,
+            short_usd: db(&d.totals.short.total_amount_usd),
+        });
+        for l in &d.levels {
+            let (side, bucket_price, position_count, total_usd, min_liq_price, max_liq_price) =
+                level_key(l);
+            level_rows.push(LiquidityLevelRow {
+                date: d.date,
+                symbol: d.network_asset_symbol.clone(),
+                side,
+                bucket_price,
+                position_count,
+                total_usd,
+                min_liq_price,
+                max_liq_price,
+            });
+        }
+    }
+    (day_rows, level_rows)
+}
+
+pub(crate) fn candle_rows(batch: &CandleBatch<'_>) -> Vec<CandleRow> {
+    batch
+        .candles
+        .iter()
+        .map(|c| CandleRow {
+            symbol: batch.symbol.to_owned(),
+            resolution: batch.interval.as_str().to_owned(),
+            open_time: c.time,
+            open: db(&c.open),
+            high: db(&c.high),
+            low: db(&c.low),
+            close: db(&c.close),
+            volume: db(&c.volume),
+            trades: c.trades as i64,
+        })
+        .collect()
+}
+
+pub(crate) fn candle_from_row(r: CandleRow) -> Candle {
+    candle_of(
+        r.open_time,
+        dec(r.open),
+        dec(r.high),
+        dec(r.low),
+        dec(r.close),
+        dec(r.volume),
+        r.trades,
+    )
+}
+
+fn candle_of(
+    time: i64,
+    open: Decimal,
+    high: Decimal,
+    low: Decimal,
+    close: Decimal,
+    volume: Decimal,
+    trades: i64,
+) -> Candle {
+    let open_time = time::OffsetDateTime::from_unix_timestamp_nanos(time as i128 * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    Candle {
+        time,
+        open_time,
+        open,
+        high,
+        low,
+        close,
+        volume,
+        trades: trades.max(0) as u64,
+    }
+}
+
+fn level_from(
+    side: &str,
+    bucket_price: DbDecimal,
+    position_count: i64,
+    total_usd: DbDecimal,
+    min: DbDecimal,
+    max: DbDecimal,
+) -> Result<Level, StoreError> {
+    Ok(Level {
+        side: parse::<Direction>("level side", side)?,
+        bucket_price: dec(bucket_price),
+        position_count: position_count.max(0) as u64,
+        total_amount_usd: dec(total_usd),
+        min_liquidation_price: dec(min),
+        max_liquidation_price: dec(max),
+    })
+}
+
+/// Levels in the documented order: long first, then bucket price ascending
+/// (SQL orders TEXT decimals lexicographically on SQLite, so sort here).
+fn sort_levels(levels: &mut [Level]) {
+    levels.sort_by(|a, b| {
+        (a.side != Direction::Long, &a.bucket_price.0)
+            .cmp(&(b.side != Direction::Long, &b.bucket_price.0))
+    });
+}
+
+fn alias(symbol: &str) -> (String, String) {
+    (
+        symbol::canonical_of(symbol).to_owned(),
+        symbol::alias_of(symbol),
+    )
+}
+
+pub(crate) fn assemble_snapshot(
+    meta: SnapshotMeta,
+    markets: Vec<MarketRow>,
+    wallets: Vec<WalletRow>,
+    positions: Vec<PositionRow>,
+    levels: Vec<CurrentLevelRow>,
+) -> Result<LoadedSnapshot, StoreError> {
+    let mut bucket_sizes = Vec::with_capacity(markets.len());
+    let markets: Vec<Market> = markets
+        .into_iter()
+        .map(|r| {
+            bucket_sizes.push(dec(r.bucket_size));
+            Market {
+                symbol: r.symbol,
+                price: dec(r.price),
+                change24h_pct: dec(r.change24h_pct),
+                volume24h: dec(r.volume24h),
+                open_interest: dec(r.open_interest),
+                funding: dec(r.funding),
+                long_count: r.long_count.max(0) as u64,
+                short_count: r.short_count.max(0) as u64,
+                long_short_ratio: dec(r.long_short_ratio),
+                total_liquidation_value: dec(r.total_liquidation_value),
+                long_liquidation_value: dec(r.long_liquidation_value),
+                short_liquidation_value: dec(r.short_liquidation_value),
+            }
+        })
+        .collect();
+
+    let wallets: Vec<Wallet> = wallets
+        .into_iter()
+        .map(|r| {
+            Ok(Wallet {
+                tags: json::<Vec<String>>("wallet tags", &r.tags)?,
+                kols: json::<Vec<Kol>>("wallet kols", &r.kols)?,
+                kol_profile: r
+                    .kol_profile
+                    .as_deref()
+                    .map(|p| json::<KolProfile>("kol profile", p))
+                    .transpose()?,
+                size_class: parse::<SizeClass>("size class", &r.size_class)?,
+                direction: parse::<WalletDirection>("wallet direction", &r.direction)?,
+                strategy: r
+                    .strategy
+                    .as_deref()
+                    .map(|s| parse::<Strategy>("strategy", s))
+                    .transpose()?,
+                address: r.address,
+                label: r.label,
+                account_total_value: dec(r.account_value),
+                total_position_value: dec(r.total_value),
+                long_value: dec(r.long_value),
+                short_value: dec(r.short_value),
+                leverage: dec(r.leverage),
+                positions: r.position_count.max(0) as u32,
+                observed_at: from_db_time(r.observed_at),
+                net_pnl: r.net_pnl.map(dec),
+                roi: r.roi.map(dec),
+                win_rate: r.win_rate.map(dec),
+                strategy_confidence: r.strategy_confidence.map(dec),
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+
+    let by_address: HashMap<&str, &Wallet> =
+        wallets.iter().map(|w| (w.address.as_str(), w)).collect();
+    let positions: Vec<MarketPosition> = positions
+        .into_iter()
+        .map(|r| {
+            let wallet = by_address.get(r.address.as_str());
+            Ok(MarketPosition {
+                label: wallet.and_then(|w| w.label.clone()),
+                tags: wallet.map(|w| w.tags.clone()).unwrap_or_default(),
+                direction: parse::<Direction>("position direction", &r.direction)?,
+                size_unit: r.symbol.clone(),
+                symbol: r.symbol,
+                address: r.address,
+                position_value: dec(r.position_value),
+                liq_price: r.liq_price.map(dec),
+                observed_at: from_db_time(r.observed_at),
+                leverage: dec(r.leverage),
+                size: dec(r.size),
+                u_pnl: dec(r.upnl),
+                u_pnl_pct: dec(r.upnl_pct),
+                entry_price: dec(r.entry_price),
+                mark_price: dec(r.mark_price),
+                margin: dec(r.margin),
+                funding_cost: dec(r.funding_cost),
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+
+    let mut levels_by_symbol: HashMap<String, Vec<Level>> = HashMap::new();
+    for r in levels {
+        let level = level_from(
+            &r.side,
+            r.bucket_price,
+            r.position_count,
+            r.total_usd,
+            r.min_liq_price,
+            r.max_liq_price,
+        )?;
+        levels_by_symbol.entry(r.symbol).or_default().push(level);
+    }
+    let current_days = markets
+        .iter()
+        .zip(bucket_sizes)
+        .map(|(m, bucket_size)| {
+            let mut levels = levels_by_symbol.remove(&m.symbol).unwrap_or_default();
+            sort_levels(&mut levels);
+            let (canonical_asset, asset_alias) = alias(&m.symbol);
+            LiquidityDay {
+                date: meta.observed_at.date(),
+                network: market_model::NETWORK_ID.to_owned(),
+                canonical_asset,
+                network_asset_symbol: m.symbol.clone(),
+                asset_alias,
+                coverage: Coverage::Current,
+                bucket_size,
+                bucket_method: "nearest".to_owned(),
+                updated_at: meta.observed_at,
+                totals: LiquidityTotals::of(&levels),
+                levels,
+            }
+        })
+        .collect();
+
+    Ok(LoadedSnapshot {
+        meta,
+        markets,
+        wallets,
+        positions,
+        current_days,
+    })
+}
+
+pub(crate) fn assemble_history(
+    network: &str,
+    days: Vec<LiquidityDayRow>,
+    levels: Vec<LiquidityLevelRow>,
+) -> Result<Vec<LiquidityDay>, StoreError> {
+    let mut by_key: HashMap<(time::Date, String), Vec<Level>> = HashMap::new();
+    for r in levels {
+        let level = level_from(
+            &r.side,
+            r.bucket_price,
+            r.position_count,
+            r.total_usd,
+            r.min_liq_price,
+            r.max_liq_price,
+        )?;
+        by_key.entry((r.date, r.symbol)).or_default().push(level);
+    }
+    days.into_iter()
+        .map(|d| {
+            let mut levels = by_key
+                .remove(&(d.date, d.symbol.clone()))
+                .unwrap_or_default();
+            sort_levels(&mut levels);
+            let (canonical_asset, asset_alias) = alias(&d.symbol);
+            Ok(LiquidityDay {
+                date: d.date,
+                network: network.to_owned(),
+                canonical_asset,
+                asset_alias,
+                coverage: parse::<Coverage>("coverage", &d.coverage)?,
+                bucket_size: dec(d.bucket_size),
+                bucket_method: "nearest".to_owned(),
+                updated_at: from_db_time(d.updated_at),
+                totals: LiquidityTotals {
+                    long: SideTotal {
+                        position_count: d.long_count.max(0) as u64,
+                        total_amount_usd: dec(d.long_usd),
+                    },
+                    short: SideTotal {
+                        position_count: d.short_count.max(0) as u64,
+                        total_amount_usd: dec(d.short_usd),
+                    },
+                },
+                network_asset_symbol: d.symbol,
+                levels,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,158 @@
+//! Row structs: how model types map onto the tables.
+
+use diesel::prelude::*;
+use time::{Date, OffsetDateTime, PrimitiveDateTime, UtcOffset};
+
+use crate::schema::*;
+use crate::types::DbDecimal;
+
+/// UTC instant → `TIMESTAMP` value.
+pub fn to_db_time(t: OffsetDateTime) -> PrimitiveDateTime {
+    let t = t.to_offset(UtcOffset::UTC);
+    PrimitiveDateTime::new(t.date(), t.time())
+}
+
+/// `TIMESTAMP` value → UTC instant.
+pub fn from_db_time(t: PrimitiveDateTime) -> OffsetDateTime {
+    t.assume_utc()
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = snapshots)]
+pub struct NewSnapshot<'a> {
+    pub version: i64,
+    pub source: &'a str,
+    pub observed_at: PrimitiveDateTime,
+    pub created_at: PrimitiveDateTime,
+    pub asset_count: i64,
+    pub wallet_count: i64,
+    pub position_count: i64,
+}
+
+#[derive(Insertable, Queryable)]
+#[diesel(table_name = markets)]
+pub struct MarketRow {
+    pub version: i64,
+    pub symbol: String,
+    pub price: DbDecimal,
+    pub change24h_pct: DbDecimal,
+    pub volume24h: DbDecimal,
+    pub open_interest: DbDecimal,
+    pub funding: DbDecimal,
+    pub long_count: i64,
+    pub short_count: i64,
+    pub long_short_ratio: DbDecimal,
+    pub long_liquidation_value: DbDecimal,
+    pub short_liquidation_value: DbDecimal,
+    pub total_liquidation_value: DbDecimal,
+    pub bucket_size: DbDecimal,
+}
+
+#[derive(Insertable, Queryable)]
+#[diesel(table_name = wallets)]
+pub struct WalletRow {
+    pub version: i64,
+    pub address: String,
+    pub label: Option<String>,
+    pub tags: String,
+    pub kols: String,
+    pub kol_profile: Option<String>,
+    pub size_class: String,
+    pub direction: String,
+    pub account_value: DbDecimal,
+    pub total_value: DbDecimal,
+    pub long_value: DbDecimal,
+    pub short_value: DbDecimal,
+    pub leverage: DbDecimal,
+    pub position_count: i32,
+    pub observed_at: PrimitiveDateTime,
+    pub net_pnl: Option<DbDecimal>,
+    pub roi: Option<DbDecimal>,
+    pub win_rate: Option<DbDecimal>,
+    pub strategy: Option<String>,
+    pub strategy_confidence: Option<DbDecimal>,
+}
+
+#[derive(Insertable, Queryable)]
+#[diesel(table_name = positions)]
+pub struct PositionRow {
+    pub version: i64,
+    pub symbol: String,
+    pub address: String,
+    pub direction: String,
+    pub size: DbDecimal,
+    pub entry_price: DbDecimal,
+    pub mark_price: DbDecimal,
+    pub position_value: DbDecimal,
+    pub liq_price: Option<DbDecimal>,
+    pub leverage: DbDecimal,
+    pub margin: DbDecimal,
+    pub upnl: DbDecimal,
+    pub upnl_pct: DbDecimal,
+    pub funding_cost: DbDecimal,
+    pub observed_at: PrimitiveDateTime,
+}
+
+#[derive(Insertable, Queryable)]
+#[diesel(table_name = current_levels)]
+pub struct CurrentLevelRow {
+    pub version: i64,
+    pub symbol: String,
+    pub side: String,
+    pub bucket_price: DbDecimal,
+    pub position_count: i64,
+    pub total_usd: DbDecimal,
+    pub min_liq_price: DbDecimal,
+    pub max_liq_price: DbDecimal,
+}
+
+#[derive(Insertable, Queryable)]
+#[diesel(table_name = liquidity_days)]
+pub struct LiquidityDayRow {
+    pub date: Date,
+    pub symbol: String,
+    pub coverage: String,
+    pub bucket_size: DbDecimal,
+    pub updated_at: PrimitiveDateTime,
+    pub long_count: i64,
+    pub long_usd: DbDecimal,
+    pub short_count: i64,
+    pub short_usd: DbDecimal,
+}
+
+#[derive(Insertable, Queryable)]
+#[diesel(table_name = liquidity_levels)]
+pub struct LiquidityLevelRow {
+    pub date: Date,
+    pub symbol: String,
+    pub side: String,
+    pub bucket_price: DbDecimal,
+    pub position_count: i64,
+    pub total_usd: DbDecimal,
+    pub min_liq_price: DbDecimal,
+    pub max_liq_price: DbDecimal,
+}
+
+#[derive(Insertable, Queryable)]
+#[diesel(table_name = candles)]
+pub struct CandleRow {
+    pub symbol: String,
+    pub resolution: String,
+    pub open_time: i64,
+    pub open: DbDecimal,
+    pub high: DbDecimal,
+    pub low: DbDecimal,
+    pub close: DbDecimal,
+    pub volume: DbDecimal,
+    pub trades: i64,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = api_tokens)]
+pub struct NewToken<'a> {
+    pub name: &'a str,
+    pub token_hash: &'a str,
+    pub hint: &'a str,
+    pub created_at: PrimitiveDateTime,
+    pub expires_at: Option<PrimitiveDateTime>,
+}

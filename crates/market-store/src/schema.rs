@@ -1,0 +1,169 @@
+//! Diesel schema shared by both backends (see the migrations for the types).
+
+diesel::table! {
+    use diesel::sql_types::*;
+    snapshots (version) {
+        version -> BigInt,
+        source -> Text,
+        observed_at -> Timestamp,
+        created_at -> Timestamp,
+        asset_count -> BigInt,
+        wallet_count -> BigInt,
+        position_count -> BigInt,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::Dec;
+    markets (version, symbol) {
+        version -> BigInt,
+        symbol -> Text,
+        price -> Dec,
+        change24h_pct -> Dec,
+        volume24h -> Dec,
+        open_interest -> Dec,
+        funding -> Dec,
+        long_count -> BigInt,
+        short_count -> BigInt,
+        long_short_ratio -> Dec,
+        long_liquidation_value -> Dec,
+        short_liquidation_value -> Dec,
+        total_liquidation_value -> Dec,
+        bucket_size -> Dec,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::Dec;
+    wallets (version, address) {
+        version -> BigInt,
+        address -> Text,
+        label -> Nullable<Text>,
+        tags -> Text,
+        kols -> Text,
+        kol_profile -> Nullable<Text>,
+        size_class -> Text,
+        direction -> Text,
+        account_value -> Dec,
+        total_value -> Dec,
+        long_value -> Dec,
+        short_value -> Dec,
+        leverage -> Dec,
+        position_count -> Integer,
+        observed_at -> Timestamp,
+        net_pnl -> Nullable<Dec>,
+        roi -> Nullable<Dec>,
+        win_rate -> Nullable<Dec>,
+        strategy -> Nullable<Text>,
+        strategy_confidence -> Nullable<Dec>,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::Dec;
+    positions (version, symbol, address) {
+        version -> BigInt,
+        symbol -> Text,
+        address -> Text,
+        direction -> Text,
+        size -> Dec,
+        entry_price -> Dec,
+        mark_price -> Dec,
+        position_value -> Dec,
+        liq_price -> Nullable<Dec>,
+        leverage -> Dec,
+        margin -> Dec,
+        upnl -> Dec,
+        upnl_pct -> Dec,
+        funding_cost -> Dec,
+        observed_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::Dec;
+    current_levels (version, symbol, side, bucket_price) {
+        version -> BigInt,
+        symbol -> Text,
+        side -> Text,
+        bucket_price -> Dec,
+        position_count -> BigInt,
+        total_usd -> Dec,
+        min_liq_price -> Dec,
+        max_liq_price -> Dec,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::Dec;
+    liquidity_days (date, symbol) {
+        date -> Date,
+        symbol -> Text,
+        coverage -> Text,
+        bucket_size -> Dec,
+        updated_at -> Timestamp,
+        long_count -> BigInt,
+        long_usd -> Dec,
+        short_count -> BigInt,
+        short_usd -> Dec,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::Dec;
+    liquidity_levels (date, symbol, side, bucket_price) {
+        date -> Date,
+        symbol -> Text,
+        side -> Text,
+        bucket_price -> Dec,
+        position_count -> BigInt,
+        total_usd -> Dec,
+        min_liq_price -> Dec,
+        max_liq_price -> Dec,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::Dec;
+    candles (symbol, resolution, open_time) {
+        symbol -> Text,
+        resolution -> Text,
+        open_time -> BigInt,
+        open -> Dec,
+        high -> Dec,
+        low -> Dec,
+        close -> Dec,
+        volume -> Dec,
+        trades -> BigInt,
+    }
+}
+
+diesel::table! {
+    api_tokens (id) {
+        id -> BigInt,
+        name -> Text,
+        token_hash -> Text,
+        hint -> Text,
+        created_at -> Timestamp,
+        expires_at -> Nullable<Timestamp>,
+        last_used_at -> Nullable<Timestamp>,
+        revoked_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    token_usage (token_id, day, endpoint, status_class) {
+        token_id -> BigInt,
+        day -> Date,
+        endpoint -> Text,
+        status_class -> Text,
+        count -> BigInt,
+    }
+}

@@ -1,0 +1,1050 @@
+//! Black-box HTTP tests: the real app on a real SQLite file, called over real HTTP.
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use bigdecimal::BigDecimal;
+use serde_json::Value;
+use support::{dec, spawn_app, TestApp};
+
+const NET: &str = "/v1/networks/perpnet";
+
+async fn all_markets(app: &TestApp) -> Vec<Value> {
+    app.get_ok(&format!("{NET}/markets")).await["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Walks every page of a keyset-paged list and returns all items.
+async fn walk(app: &TestApp, path: &str, items_key: &str) -> (Vec<Value>, usize) {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let url = match &cursor {
+            Some(c) => format!("{path}{sep}cursor={}", support::enc(c)),
+            None => path.to_owned(),
+        };
+        let body = app.get_ok(&url).await;
+        pages += 1;
+        out.extend(body[items_key].as_array().unwrap().iter().cloned());
+        match body["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => {
+                assert!(body["nextCursor"].is_null());
+                break;
+            }
+        }
+        assert!(pages < 10_000, "pagination does not terminate");
+    }
+    (out, pages)
+}
+
+#[tokio::test]
+async fn networks_lists_perpnet_with_asset_count() {
+    let app = spawn_app().await;
+    let body = app.get_ok("/v1/networks").await;
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["network"], "perpnet");
+    assert!(items[0]["displayName"].is_string());
+    assert_eq!(
+        items[0]["scanAssetCount"].as_u64().unwrap() as usize,
+        all_markets(&app).await.len()
+    );
+    assert!(body["nextCursor"].is_null());
+}
+
+#[tokio::test]
+async fn both_prefixes_answer_identically() {
+    let app = spawn_app().await;
+    let day = app.today();
+    for path in [
+        "/networks".to_owned(),
+        "/networks/perpnet/markets?sort=openInterest&order=asc".to_owned(),
+        "/networks/perpnet/markets/BTC".to_owned(),
+        "/networks/perpnet/markets/xyz%3ATSLA".to_owned(),
+        "/networks/perpnet/markets/ETH/whale-positions?limit=7&direction=short".to_owned(),
+        "/networks/perpnet/wallets?size=whale&sort=roi&limit=5".to_owned(),
+        format!("/networks/perpnet/liquidity-levels?fromDate={day}&toDate={day}&asset=BTC"),
+        "/networks/perpnet/markets/BTC/candles?interval=4h&from=2026-01-01T00:00:00Z&limit=20"
+            .to_owned(),
+    ] {
+        let a = app.get_raw(&format!("/v1{path}")).await;
+        let b = app.get_raw(&format!("/api/developer/v1{path}")).await;
+        assert_eq!(a.0, 200, "{path}: {}", a.1);
+        assert_eq!(a, b, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn markets_sort_and_order() {
+    let app = spawn_app().await;
+    let items = all_markets(&app).await;
+    assert!(
+        items.len() >= 150,
+        "at least 150 assets, got {}",
+        items.len()
+    );
+    assert!(items
+        .iter()
+        .any(|m| m["symbol"].as_str().unwrap().contains(':')));
+    // default: volume24h descending
+    let vols: Vec<BigDecimal> = items.iter().map(|m| dec(&m["volume24h"])).collect();
+    assert!(vols.windows(2).all(|w| w[0] >= w[1]));
+    for key in [
+        "volume24h",
+        "openInterest",
+        "change24hPct",
+        "totalLiquidationValue",
+    ] {
+        for (order, asc) in [
+            ("asc", true),
+            ("desc", false),
+            ("ASC", false),
+            ("whatever", false),
+        ] {
+            let body = app
+                .get_ok(&format!("{NET}/markets?sort={key}&order={order}"))
+                .await;
+            assert_eq!(body["coverage"], "scanned_wallets");
+            let vals: Vec<(BigDecimal, String)> = body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| (dec(&m[key]), m["symbol"].as_str().unwrap().to_owned()))
+                .collect();
+            assert_eq!(vals.len(), items.len());
+            for w in vals.windows(2) {
+                if asc {
+                    assert!(
+                        w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1),
+                        "{key} {order}"
+                    );
+                } else {
+                    assert!(
+                        w[0].0 > w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1),
+                        "{key} {order}"
+                    );
+                }
+            }
+        }
+    }
+    let p = app
+        .get_problem(&format!("{NET}/markets?sort=price"), 400)
+        .await;
+    assert!(p["detail"].as_str().unwrap().contains("sort"), "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("volume24h"), "{p}");
+    assert_eq!(p["invalidParams"][0]["name"], "sort");
+}
+
+#[tokio::test]
+async fn market_fields_are_exact_strings_and_integers() {
+    let app = spawn_app().await;
+    for m in all_markets(&app).await {
+        for key in [
+            "price",
+            "change24hPct",
+            "volume24h",
+            "openInterest",
+            "funding",
+            "longShortRatio",
+            "totalLiquidationValue",
+            "longLiquidationValue",
+            "shortLiquidationValue",
+        ] {
+            let s = m[key]
+                .as_str()
+                .unwrap_or_else(|| panic!("{key} is not a string: {m}"));
+            assert!(support::is_plain_decimal(s), "{key} = {s}");
+        }
+        assert!(m["longCount"].is_u64() && m["shortCount"].is_u64());
+        assert_eq!(
+            m.as_object().unwrap().len(),
+            12,
+            "exactly the spec's fields: {m}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn market_detail_matches_list_and_resolves_symbols() {
+    let app = spawn_app().await;
+    let items = all_markets(&app).await;
+    for m in items.iter().take(20) {
+        let sym = m["symbol"].as_str().unwrap();
+        let detail = app
+            .get_ok(&format!("{NET}/markets/{}", support::enc(sym)))
+            .await;
+        assert_eq!(&detail, m);
+    }
+    let tsla = app.get_ok(&format!("{NET}/markets/xyz:TSLA")).await;
+    assert_eq!(tsla["symbol"], "xyz:TSLA");
+    assert_eq!(app.get_ok(&format!("{NET}/markets/xyz%3ATSLA")).await, tsla);
+    assert_eq!(
+        app.get_ok(&format!("{NET}/markets/TSLA")).await,
+        tsla,
+        "canonical symbol of a HIP-3 asset"
+    );
+    assert_eq!(
+        app.get_ok(&format!("{NET}/markets/kPEPE")).await["symbol"],
+        "kPEPE"
+    );
+    for bad in ["btc", "NOPE", "KPEPE", "xyz:NOPE"] {
+        let p = app.get_problem(&format!("{NET}/markets/{bad}"), 404).await;
+        assert!(p["detail"].as_str().unwrap().contains(bad), "{p}");
+    }
+    let p = app
+        .get_problem("/v1/networks/mainnet/markets/BTC", 404)
+        .await;
+    assert!(p["detail"].as_str().unwrap().contains("perpnet"));
+    app.get_problem("/v1/networks/PERPNET/markets", 404).await;
+}
+
+#[tokio::test]
+async fn whale_positions_order_limits_and_pages() {
+    let app = spawn_app().await;
+    let btc = app.get_ok(&format!("{NET}/markets/BTC")).await;
+    let body = app
+        .get_ok(&format!("{NET}/markets/BTC/whale-positions"))
+        .await;
+    assert_eq!(body["coverage"], "scanned_wallets");
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 25, "default limit");
+    assert!(body["nextCursor"].is_string());
+    for limit in ["0", "201", "-1", "abc", "1.5", ""] {
+        let p = app
+            .get_problem(
+                &format!("{NET}/markets/BTC/whale-positions?limit={limit}"),
+                400,
+            )
+            .await;
+        assert_eq!(p["invalidParams"][0]["name"], "limit", "{p}");
+        assert!(p["detail"].as_str().unwrap().contains("200"));
+    }
+    assert_eq!(
+        app.get_ok(&format!("{NET}/markets/BTC/whale-positions?limit=200"))
+            .await["items"]
+            .as_array()
+            .unwrap()
+            .len()
+            .min(200),
+        200.min(
+            btc["longCount"].as_u64().unwrap() as usize
+                + btc["shortCount"].as_u64().unwrap() as usize
+        )
+    );
+
+    let (all, pages) = walk(
+        &app,
+        &format!("{NET}/markets/BTC/whale-positions?limit=13"),
+        "items",
+    )
+    .await;
+    let total = btc["longCount"].as_u64().unwrap() + btc["shortCount"].as_u64().unwrap();
+    assert_eq!(all.len() as u64, total);
+    assert!(pages > 1);
+    let addrs: HashSet<&str> = all.iter().map(|p| p["address"].as_str().unwrap()).collect();
+    assert_eq!(addrs.len(), all.len(), "no position repeated");
+    for w in all.windows(2) {
+        let (a, b) = (dec(&w[0]["positionValue"]), dec(&w[1]["positionValue"]));
+        assert!(a > b || (a == b && w[0]["address"].as_str() < w[1]["address"].as_str()));
+    }
+    for p in &all {
+        assert_eq!(p["symbol"], "BTC");
+        assert_eq!(p["sizeUnit"], "BTC");
+        assert!(p["tags"].is_array());
+        assert!(p["observedAt"].as_str().unwrap().ends_with('Z'));
+        assert!(
+            p["liqPrice"].is_null() || support::is_plain_decimal(p["liqPrice"].as_str().unwrap())
+        );
+    }
+    for (dir, count) in [("long", &btc["longCount"]), ("short", &btc["shortCount"])] {
+        let (items, _) = walk(
+            &app,
+            &format!("{NET}/markets/BTC/whale-positions?direction={dir}&limit=50"),
+            "items",
+        )
+        .await;
+        assert_eq!(items.len() as u64, count.as_u64().unwrap());
+        assert!(items.iter().all(|p| p["direction"] == dir));
+    }
+    // a cursor of another direction is foreign
+    let long_page = app
+        .get_ok(&format!(
+            "{NET}/markets/BTC/whale-positions?direction=long&limit=2"
+        ))
+        .await;
+    let c = long_page["nextCursor"].as_str().unwrap();
+    let p = app
+        .get_problem(
+            &format!("{NET}/markets/BTC/whale-positions?direction=short&cursor={c}"),
+            400,
+        )
+        .await;
+    assert_eq!(p["invalidParams"][0]["name"], "cursor");
+    app.get_problem(
+        &format!("{NET}/markets/ETH/whale-positions?direction=long&cursor={c}"),
+        400,
+    )
+    .await;
+    app.get_problem(
+        &format!("{NET}/markets/BTC/whale-positions?cursor=not-a-cursor"),
+        400,
+    )
+    .await;
+    app.get_problem(
+        &format!("{NET}/markets/BTC/whale-positions?direction=up"),
+        400,
+    )
+    .await;
+    app.get_problem(&format!("{NET}/markets/NOPE/whale-positions"), 404)
+        .await;
+}
+
+#[tokio::test]
+async fn some_positions_have_no_liquidation_price() {
+    let app = spawn_app().await;
+    let mut nulls = 0;
+    for m in all_markets(&app).await.iter().take(10) {
+        let sym = support::enc(m["symbol"].as_str().unwrap());
+        let (items, _) = walk(
+            &app,
+            &format!("{NET}/markets/{sym}/whale-positions?limit=200"),
+            "items",
+        )
+        .await;
+        nulls += items.iter().filter(|p| p["liqPrice"].is_null()).count();
+    }
+    assert!(
+        nulls > 0,
+        "cross-margin positions without liquidation price exist"
+    );
+}
+
+#[tokio::test]
+async fn wallets_filters_sorts_and_pages() {
+    let app = spawn_app().await;
+    let first = app.get_ok(&format!("{NET}/wallets")).await;
+    assert_eq!(first["coverage"], "scanned_wallets");
+    assert_eq!(first["items"].as_array().unwrap().len(), 25);
+    let total = first["total"].as_u64().unwrap() as usize;
+    assert_eq!(total, app.wallets);
+    let (all, _) = walk(&app, &format!("{NET}/wallets?limit=200"), "items").await;
+    assert_eq!(all.len(), total);
+    let avs: Vec<BigDecimal> = all.iter().map(|w| dec(&w["accountTotalValue"])).collect();
+    assert!(avs.windows(2).all(|w| w[0] >= w[1]));
+    let mut classes: BTreeMap<String, usize> = BTreeMap::new();
+    for w in &all {
+        let av = dec(&w["accountTotalValue"]);
+        let expected = if av >= 1_000_000 {
+            "whale"
+        } else if av >= 100_000 {
+            "shark"
+        } else {
+            "shrimp"
+        };
+        assert_eq!(w["sizeClass"], expected, "{w}");
+        *classes.entry(expected.to_owned()).or_default() += 1;
+        let (l, s) = (dec(&w["longValue"]), dec(&w["shortValue"]));
+        assert_eq!(dec(&w["totalPositionValue"]), &l + &s);
+        let dir = if l > s {
+            "long"
+        } else if s > l {
+            "short"
+        } else {
+            "neutral"
+        };
+        assert_eq!(w["direction"], dir);
+        assert!(w["kols"].is_array());
+        let n = w["positions"].as_u64().unwrap();
+        assert!((1..=8).contains(&n), "1-8 positions per demo wallet");
+    }
+    assert!(
+        classes.get("whale").copied().unwrap_or(0) > 0,
+        "{classes:?}"
+    );
+    assert!(
+        all.iter().any(|w| w["netPnl"].is_null()),
+        "some wallets lack analytics"
+    );
+    assert!(
+        all.iter().any(|w| !w["label"].is_null()),
+        "some wallets have labels"
+    );
+    assert!(
+        all.iter()
+            .any(|w| !w["tags"].as_array().unwrap().is_empty()),
+        "some wallets have tags"
+    );
+
+    for size in ["shrimp", "shark", "whale"] {
+        let body = app
+            .get_ok(&format!("{NET}/wallets?size={size}&limit=1"))
+            .await;
+        assert_eq!(body["total"].as_u64().unwrap() as usize, classes[size]);
+        let (items, _) = walk(
+            &app,
+            &format!("{NET}/wallets?size={size}&limit=200&sort=roi&order=asc"),
+            "items",
+        )
+        .await;
+        assert_eq!(items.len(), classes[size]);
+        assert!(items.iter().all(|w| w["sizeClass"] == size));
+    }
+    for dir in ["long", "short"] {
+        let (items, _) = walk(
+            &app,
+            &format!("{NET}/wallets?direction={dir}&limit=200"),
+            "items",
+        )
+        .await;
+        assert_eq!(
+            items.len(),
+            all.iter().filter(|w| w["direction"] == dir).count()
+        );
+    }
+    // nullable sort keys: nulls last in both orders, values ordered
+    for key in [
+        "netPnl",
+        "roi",
+        "winRate",
+        "totalPositionValue",
+        "accountTotalValue",
+    ] {
+        for order in ["asc", "desc"] {
+            let (items, _) = walk(
+                &app,
+                &format!("{NET}/wallets?sort={key}&order={order}&limit=150"),
+                "items",
+            )
+            .await;
+            assert_eq!(items.len(), total);
+            let first_null = items
+                .iter()
+                .position(|w| w[key].is_null())
+                .unwrap_or(items.len());
+            assert!(
+                items[first_null..].iter().all(|w| w[key].is_null()),
+                "{key}: nulls last"
+            );
+            for w in items[..first_null].windows(2) {
+                let (a, b) = (dec(&w[0][key]), dec(&w[1][key]));
+                let ok = if order == "asc" { a <= b } else { a >= b };
+                assert!(ok, "{key} {order}");
+            }
+        }
+    }
+    let page = app.get_ok(&format!("{NET}/wallets?sort=roi&limit=3")).await;
+    let c = page["nextCursor"].as_str().unwrap();
+    for foreign in [
+        format!("sort=netPnl&cursor={c}"),
+        format!("sort=roi&order=asc&cursor={c}"),
+        format!("sort=roi&size=whale&cursor={c}"),
+    ] {
+        let p = app
+            .get_problem(&format!("{NET}/wallets?{foreign}"), 400)
+            .await;
+        assert!(p["detail"].as_str().unwrap().contains("cursor"), "{p}");
+    }
+    for bad in [
+        "size=huge",
+        "direction=neutral",
+        "sort=name",
+        "limit=0",
+        "limit=201",
+        "cursor=%%%",
+    ] {
+        let p = app.get_problem(&format!("{NET}/wallets?{bad}"), 400).await;
+        let name = bad.split('=').next().unwrap();
+        assert_eq!(p["invalidParams"][0]["name"], name, "{p}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_and_repeated_parameters_are_rejected() {
+    let app = spawn_app().await;
+    let p = app
+        .get_problem(&format!("{NET}/wallets?sizee=whale"), 400)
+        .await;
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("sizee") && detail.contains("size, direction, sort, order, limit, cursor"),
+        "{detail}"
+    );
+    let p = app
+        .get_problem(&format!("{NET}/wallets?limit=5&limit=6"), 400)
+        .await;
+    assert!(p["detail"].as_str().unwrap().contains("limit"));
+    app.get_problem("/v1/networks?x=1", 400).await;
+}
+
+#[tokio::test]
+async fn liquidity_levels_windows_and_current_day() {
+    let app = spawn_app().await;
+    let today = app.today();
+    let from = today - time::Duration::days(89);
+    let body = app
+        .get_ok(&format!(
+            "{NET}/liquidity-levels?fromDate={from}&toDate={today}&asset=BTC&limit=500"
+        ))
+        .await;
+    assert_eq!(body["granularity"], "day");
+    assert_eq!(body["fromDate"], from.to_string());
+    assert_eq!(body["toDate"], today.to_string());
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 90, "90 days of BTC");
+    assert!(body["nextCursor"].is_null());
+    let dates: Vec<&str> = items.iter().map(|d| d["date"].as_str().unwrap()).collect();
+    assert!(dates.windows(2).all(|w| w[0] < w[1]));
+    let last = items.last().unwrap();
+    assert_eq!(last["coverage"], "current");
+    assert!(items[..89].iter().all(|d| d["coverage"] == "end_of_day"));
+    for day in items {
+        assert_eq!(day["bucketMethod"], "nearest");
+        assert_eq!(day["canonicalAsset"], "BTC");
+        assert_eq!(day["networkAssetSymbol"], "BTC");
+        let size = dec(&day["bucketSize"]);
+        let mut sums: HashMap<&str, (u64, BigDecimal)> = HashMap::new();
+        for l in day["levels"].as_array().unwrap() {
+            let side = l["side"].as_str().unwrap();
+            let e = sums.entry(side).or_insert((0, BigDecimal::from(0)));
+            e.0 += l["positionCount"].as_u64().unwrap();
+            e.1 += dec(&l["totalAmountUsd"]);
+            let (bucket, min, max) = (
+                dec(&l["bucketPrice"]),
+                dec(&l["minLiquidationPrice"]),
+                dec(&l["maxLiquidationPrice"]),
+            );
+            assert!(min <= max);
+            assert_eq!(
+                (&bucket / &size).with_scale(0) * &size,
+                bucket,
+                "bucket is a multiple of the size"
+            );
+            let half = &size / BigDecimal::from(2);
+            assert!(
+                &bucket - &half <= min && max <= &bucket + &half,
+                "nearest bucket: {l}"
+            );
+        }
+        for side in ["long", "short"] {
+            let (count, usd) = sums.remove(side).unwrap_or((0, BigDecimal::from(0)));
+            assert_eq!(
+                day["totals"][side]["positionCount"].as_u64().unwrap(),
+                count
+            );
+            assert_eq!(dec(&day["totals"][side]["totalAmountUsd"]), usd);
+        }
+    }
+    let btc = app.get_ok(&format!("{NET}/markets/BTC")).await;
+    assert_eq!(
+        dec(&last["totals"]["long"]["totalAmountUsd"]),
+        dec(&btc["longLiquidationValue"])
+    );
+    assert_eq!(
+        dec(&last["totals"]["short"]["totalAmountUsd"]),
+        dec(&btc["shortLiquidationValue"])
+    );
+
+    // every (date, asset) over a window, paged
+    let from3 = today - time::Duration::days(2);
+    let n_assets = all_markets(&app).await.len();
+    let (all, pages) = walk(
+        &app,
+        &format!("{NET}/liquidity-levels?fromDate={from3}&toDate={today}&limit=37"),
+        "items",
+    )
+    .await;
+    assert_eq!(all.len(), 3 * n_assets);
+    assert!(pages > 3);
+    let keys: Vec<(String, String)> = all
+        .iter()
+        .map(|d| {
+            (
+                d["date"].as_str().unwrap().to_owned(),
+                d["networkAssetSymbol"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(keys, sorted, "ordered by date then asset, no repeats");
+    let default_page = app
+        .get_ok(&format!(
+            "{NET}/liquidity-levels?fromDate={from3}&toDate={today}"
+        ))
+        .await;
+    assert_eq!(
+        default_page["items"].as_array().unwrap().len(),
+        30,
+        "default limit 30"
+    );
+
+    let from91 = today - time::Duration::days(90);
+    for (q, name) in [
+        (format!("fromDate={from91}&toDate={today}"), "toDate"),
+        (format!("toDate={today}"), "fromDate"),
+        (format!("fromDate={today}"), "toDate"),
+        (format!("fromDate=2026-02-30&toDate={today}"), "fromDate"),
+        (format!("fromDate={today}&toDate=yesterday"), "toDate"),
+        (format!("fromDate={today}&toDate={from3}"), "toDate"),
+        (
+            format!("fromDate={from3}&toDate={today}&limit=501"),
+            "limit",
+        ),
+        (
+            format!("fromDate={from3}&toDate={today}&cursor=abc"),
+            "cursor",
+        ),
+    ] {
+        let p = app
+            .get_problem(&format!("{NET}/liquidity-levels?{q}"), 400)
+            .await;
+        assert_eq!(p["invalidParams"][0]["name"], name, "{q}: {p}");
+    }
+    app.get_problem(
+        &format!("{NET}/liquidity-levels?fromDate={from3}&toDate={today}&asset=NOPE"),
+        404,
+    )
+    .await;
+    // canonical symbol filter
+    let tsla = app
+        .get_ok(&format!(
+            "{NET}/liquidity-levels?fromDate={today}&toDate={today}&asset=TSLA"
+        ))
+        .await;
+    assert_eq!(tsla["items"][0]["networkAssetSymbol"], "xyz:TSLA");
+    assert_eq!(tsla["items"][0]["canonicalAsset"], "TSLA");
+}
+
+#[tokio::test]
+async fn candles_intervals_windows_and_rollups() {
+    let app = spawn_app().await;
+    let body = app
+        .get_ok(&format!("{NET}/markets/BTC/candles?interval=1h"))
+        .await;
+    assert_eq!(body["coin"], "BTC");
+    assert_eq!(body["canonicalAsset"], "BTC");
+    assert_eq!(body["network"], "perpnet");
+    assert_eq!(body["interval"], "1h");
+    let candles = body["candles"].as_array().unwrap();
+    assert_eq!(candles.len(), 500, "limit candles by default");
+    for w in candles.windows(2) {
+        assert_eq!(
+            w[1]["time"].as_i64().unwrap() - w[0]["time"].as_i64().unwrap(),
+            3_600_000
+        );
+    }
+    for c in candles {
+        let t = c["time"].as_i64().unwrap();
+        assert_eq!(t % 3_600_000, 0);
+        let ot = time::OffsetDateTime::parse(
+            c["openTime"].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap();
+        assert_eq!((ot.unix_timestamp_nanos() / 1_000_000) as i64, t);
+        assert!(c["openTime"].as_str().unwrap().ends_with('Z'));
+        let (o, h, l, cl) = (
+            dec(&c["open"]),
+            dec(&c["high"]),
+            dec(&c["low"]),
+            dec(&c["close"]),
+        );
+        assert!(l <= o && l <= cl && h >= o && h >= cl);
+        assert!(c["trades"].is_u64());
+    }
+    // the latest close is the market price
+    let btc = app.get_ok(&format!("{NET}/markets/BTC")).await;
+    assert_eq!(candles.last().unwrap()["close"], btc["price"]);
+
+    // paging with the cursor covers the window exactly once
+    let from = candles[0]["time"].as_i64().unwrap();
+    let to = candles.last().unwrap()["time"].as_i64().unwrap();
+    let mut seen = Vec::new();
+    let mut url = format!("{NET}/markets/BTC/candles?interval=1h&from={from}&to={to}&limit=120");
+    loop {
+        let page = app.get_ok(&url).await;
+        seen.extend(
+            page["candles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["time"].as_i64().unwrap()),
+        );
+        match page["nextCursor"].as_str() {
+            Some(c) => {
+                assert!(c.parse::<i64>().is_ok(), "epoch ms cursor");
+                url = format!("{NET}/markets/BTC/candles?interval=1h&cursor={c}&to={to}&limit=120");
+            }
+            None => break,
+        }
+    }
+    let expected: Vec<i64> = candles
+        .iter()
+        .map(|c| c["time"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seen, expected);
+
+    // 4h and 1d are rolled up from 1h, aligned to UTC
+    let from_iso = time::OffsetDateTime::from_unix_timestamp(from / 1000).unwrap();
+    let day_start = from_iso.date().next_day().unwrap().midnight().assume_utc();
+    let ds = (day_start.unix_timestamp()) * 1000;
+    let h1 = app
+        .get_ok(&format!(
+            "{NET}/markets/BTC/candles?interval=1h&from={ds}&limit=24"
+        ))
+        .await;
+    let d1 = app
+        .get_ok(&format!(
+            "{NET}/markets/BTC/candles?interval=1d&from={ds}&limit=1"
+        ))
+        .await;
+    let hours = h1["candles"].as_array().unwrap();
+    let day = &d1["candles"][0];
+    assert_eq!(day["time"].as_i64().unwrap(), ds);
+    assert_eq!(day["open"], hours[0]["open"]);
+    assert_eq!(day["close"], hours[23]["close"]);
+    assert_eq!(
+        dec(&day["high"]),
+        hours.iter().map(|c| dec(&c["high"])).max().unwrap()
+    );
+    assert_eq!(
+        dec(&day["low"]),
+        hours.iter().map(|c| dec(&c["low"])).min().unwrap()
+    );
+    assert_eq!(
+        dec(&day["volume"]),
+        hours.iter().map(|c| dec(&c["volume"])).sum::<BigDecimal>()
+    );
+    assert_eq!(
+        day["trades"].as_u64().unwrap(),
+        hours
+            .iter()
+            .map(|c| c["trades"].as_u64().unwrap())
+            .sum::<u64>()
+    );
+    let h4 = app
+        .get_ok(&format!(
+            "{NET}/markets/BTC/candles?interval=4h&from={ds}&limit=6"
+        ))
+        .await;
+    let h4c = h4["candles"].as_array().unwrap();
+    assert_eq!(h4c.len(), 6);
+    assert!(h4c
+        .iter()
+        .all(|c| c["time"].as_i64().unwrap() % (4 * 3_600_000) == 0));
+    assert_eq!(h4c[1]["open"], hours[4]["open"]);
+    // fine intervals come from the stored 1m candles
+    let m15 = app
+        .get_ok(&format!("{NET}/markets/BTC/candles?interval=15m&limit=8"))
+        .await;
+    assert!(!m15["candles"].as_array().unwrap().is_empty());
+    let w1 = app
+        .get_ok(&format!("{NET}/markets/BTC/candles?interval=1w&limit=20"))
+        .await;
+    for c in w1["candles"].as_array().unwrap() {
+        let t =
+            time::OffsetDateTime::from_unix_timestamp(c["time"].as_i64().unwrap() / 1000).unwrap();
+        assert_eq!(t.weekday(), time::Weekday::Monday);
+        assert_eq!(t.time(), time::Time::MIDNIGHT);
+    }
+    // ISO instants work like epoch ms
+    let iso = app
+        .get_ok(&format!(
+            "{NET}/markets/BTC/candles?interval=1h&from={}&limit=3",
+            support::enc(&market_model::timestamp::format_utc(day_start))
+        ))
+        .await;
+    assert_eq!(iso["candles"][0]["time"].as_i64().unwrap(), ds);
+
+    for (q, name) in [
+        ("", "interval"),
+        ("interval=2m", "interval"),
+        ("interval=1H", "interval"),
+        ("interval=1h&limit=5001", "limit"),
+        ("interval=1h&limit=0", "limit"),
+        ("interval=1h&from=yesterday", "from"),
+        ("interval=1h&to=2026-13-01T00:00:00Z", "to"),
+        ("interval=1h&cursor=abc", "cursor"),
+        ("interval=1h&from=1795003200000&to=1794003200000", "from"),
+    ] {
+        let p = app
+            .get_problem(&format!("{NET}/markets/BTC/candles?{q}"), 400)
+            .await;
+        assert_eq!(p["invalidParams"][0]["name"], name, "{q}: {p}");
+    }
+    app.get_problem(&format!("{NET}/markets/NOPE/candles?interval=1h"), 404)
+        .await;
+}
+
+#[tokio::test]
+async fn cross_endpoint_invariants_hold() {
+    let app = spawn_app().await;
+    let markets = all_markets(&app).await;
+    let (wallets, _) = walk(&app, &format!("{NET}/wallets?limit=200"), "items").await;
+    let mut long_by_wallet: HashMap<String, BigDecimal> = HashMap::new();
+    let mut short_by_wallet: HashMap<String, BigDecimal> = HashMap::new();
+    let mut count_by_wallet: HashMap<String, u64> = HashMap::new();
+    let mut total_positions = 0u64;
+    let today = app.today();
+    let current: HashMap<String, Value> = {
+        let (days, _) = walk(
+            &app,
+            &format!("{NET}/liquidity-levels?fromDate={today}&toDate={today}&limit=500"),
+            "items",
+        )
+        .await;
+        days.into_iter()
+            .map(|d| (d["networkAssetSymbol"].as_str().unwrap().to_owned(), d))
+            .collect()
+    };
+    assert_eq!(current.len(), markets.len());
+    for m in &markets {
+        let sym = m["symbol"].as_str().unwrap();
+        let (positions, _) = walk(
+            &app,
+            &format!(
+                "{NET}/markets/{}/whale-positions?limit=200",
+                support::enc(sym)
+            ),
+            "items",
+        )
+        .await;
+        let longs: Vec<&Value> = positions
+            .iter()
+            .filter(|p| p["direction"] == "long")
+            .collect();
+        let shorts: Vec<&Value> = positions
+            .iter()
+            .filter(|p| p["direction"] == "short")
+            .collect();
+        assert_eq!(
+            m["longCount"].as_u64().unwrap(),
+            longs.len() as u64,
+            "{sym}"
+        );
+        assert_eq!(
+            m["shortCount"].as_u64().unwrap(),
+            shorts.len() as u64,
+            "{sym}"
+        );
+        let liq_sum = |ps: &[&Value]| {
+            ps.iter()
+                .filter(|p| !p["liqPrice"].is_null())
+                .map(|p| dec(&p["positionValue"]))
+                .sum::<BigDecimal>()
+        };
+        assert_eq!(dec(&m["longLiquidationValue"]), liq_sum(&longs), "{sym}");
+        assert_eq!(dec(&m["shortLiquidationValue"]), liq_sum(&shorts), "{sym}");
+        assert_eq!(
+            dec(&m["totalLiquidationValue"]),
+            dec(&m["longLiquidationValue"]) + dec(&m["shortLiquidationValue"])
+        );
+        let (l, s) = (longs.len() as u64, shorts.len() as u64);
+        let expected_ratio = if s == 0 {
+            BigDecimal::from(l)
+        } else {
+            (BigDecimal::from(l) / BigDecimal::from(s))
+                .with_scale_round(4, bigdecimal::RoundingMode::HalfUp)
+        };
+        assert_eq!(dec(&m["longShortRatio"]), expected_ratio, "{sym}");
+        let day = &current[sym];
+        assert_eq!(day["coverage"], "current");
+        assert_eq!(
+            dec(&day["totals"]["long"]["totalAmountUsd"]),
+            dec(&m["longLiquidationValue"]),
+            "{sym}"
+        );
+        assert_eq!(
+            dec(&day["totals"]["short"]["totalAmountUsd"]),
+            dec(&m["shortLiquidationValue"]),
+            "{sym}"
+        );
+        let with_liq =
+            |ps: &[&Value]| ps.iter().filter(|p| !p["liqPrice"].is_null()).count() as u64;
+        assert_eq!(
+            day["totals"]["long"]["positionCount"].as_u64().unwrap(),
+            with_liq(&longs)
+        );
+        assert_eq!(
+            day["totals"]["short"]["positionCount"].as_u64().unwrap(),
+            with_liq(&shorts)
+        );
+        for p in &positions {
+            let addr = p["address"].as_str().unwrap().to_owned();
+            let target = if p["direction"] == "long" {
+                &mut long_by_wallet
+            } else {
+                &mut short_by_wallet
+            };
+            *target
+                .entry(addr.clone())
+                .or_insert_with(|| BigDecimal::from(0)) += dec(&p["positionValue"]);
+            *count_by_wallet.entry(addr).or_default() += 1;
+        }
+        total_positions += positions.len() as u64;
+    }
+    let wallet_positions: u64 = wallets
+        .iter()
+        .map(|w| w["positions"].as_u64().unwrap())
+        .sum();
+    assert_eq!(wallet_positions, total_positions);
+    let market_positions: u64 = markets
+        .iter()
+        .map(|m| m["longCount"].as_u64().unwrap() + m["shortCount"].as_u64().unwrap())
+        .sum();
+    assert_eq!(market_positions, total_positions);
+    for w in &wallets {
+        let a = w["address"].as_str().unwrap();
+        let zero = BigDecimal::from(0);
+        assert_eq!(
+            dec(&w["longValue"]),
+            *long_by_wallet.get(a).unwrap_or(&zero),
+            "{a}"
+        );
+        assert_eq!(
+            dec(&w["shortValue"]),
+            *short_by_wallet.get(a).unwrap_or(&zero),
+            "{a}"
+        );
+        assert_eq!(
+            w["positions"].as_u64().unwrap(),
+            count_by_wallet.get(a).copied().unwrap_or(0)
+        );
+    }
+}
+
+#[tokio::test]
+async fn authentication_is_required_except_on_public_routes() {
+    let app = spawn_app().await;
+    let paths = [
+        "/v1/networks".to_owned(),
+        format!("{NET}/markets"),
+        format!("{NET}/markets/BTC"),
+        format!("{NET}/markets/BTC/whale-positions"),
+        format!("{NET}/wallets"),
+        format!("{NET}/liquidity-levels?fromDate=2026-01-01&toDate=2026-01-02"),
+        format!("{NET}/markets/BTC/candles?interval=1h"),
+        "/api/developer/v1/networks".to_owned(),
+        "/v1/nothing-here".to_owned(),
+    ];
+    for path in &paths {
+        for (header, value) in [
+            (None, ""),
+            (Some("X-API-Key"), ""),
+            (Some("X-API-Key"), "wrong"),
+            (
+                Some("X-API-Key"),
+                "mds_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            ),
+            (Some("Authorization"), "Bearer x"),
+        ] {
+            let res = app.request(path, header.map(|h| (h, value))).await;
+            assert_eq!(res.status().as_u16(), 401, "{path} {header:?}={value}");
+            assert_eq!(res.headers()["content-type"], "application/problem+json");
+            let p: Value = res.json().await.unwrap();
+            assert_eq!(p["status"], 401);
+            assert!(
+                p["detail"].as_str().unwrap().contains("X-API-Key")
+                    || p["detail"].as_str().unwrap().contains("not known"),
+                "{p}"
+            );
+        }
+    }
+    let bearer = app
+        .request(
+            "/v1/networks",
+            Some(("Authorization", &format!("Bearer {}", app.token))),
+        )
+        .await;
+    assert_eq!(bearer.status().as_u16(), 401);
+    let p: Value = bearer.json().await.unwrap();
+    assert!(p["detail"].as_str().unwrap().contains("X-API-Key"));
+    for public in [
+        "/healthz",
+        "/readyz",
+        "/api-docs/openapi.json",
+        "/swagger-ui/",
+    ] {
+        let res = app.request(public, None).await;
+        assert_eq!(res.status().as_u16(), 200, "{public}");
+    }
+    let doc: Value = app
+        .request("/api-docs/openapi.json", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        doc["components"]["securitySchemes"]["apiKey"]["in"],
+        "header"
+    );
+    assert_eq!(
+        doc["components"]["securitySchemes"]["apiKey"]["name"],
+        "X-API-Key"
+    );
+    for p in [
+        "/v1/networks/{network}/markets",
+        "/api/developer/v1/networks/{network}/markets/{asset}/candles",
+    ] {
+        assert!(doc["paths"][p]["get"].is_object(), "{p} documented");
+    }
+}
+
+#[tokio::test]
+async fn errors_are_problem_details() {
+    let app = spawn_app().await;
+    let p = app.get_problem("/v1/nothing", 404).await;
+    assert_eq!(p["instance"], "/v1/nothing");
+    let p = app.get_problem("/no/such/path", 404).await;
+    assert!(p["type"].is_string() && p["title"].is_string());
+    let res = app
+        .client
+        .post(app.url(&format!("{NET}/markets")))
+        .header("X-API-Key", &app.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 405);
+    assert_eq!(res.headers()["allow"], "GET, HEAD");
+    assert_eq!(res.headers()["content-type"], "application/problem+json");
+    let res = app
+        .client
+        .delete(app.url("/v1/networks"))
+        .header("X-API-Key", &app.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 405);
+    // request ids: echoed when valid, generated otherwise
+    let res = app
+        .client
+        .get(app.url("/v1/networks"))
+        .header("X-API-Key", &app.token)
+        .header("X-Request-Id", "abc-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["x-request-id"], "abc-123");
+    let res = app
+        .client
+        .get(app.url("/v1/networks"))
+        .header("X-API-Key", &app.token)
+        .header("X-Request-Id", "bad id!")
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(res.headers()["x-request-id"], "bad id!");
+    let p = app
+        .get_problem(&format!("{NET}/wallets?limit=999"), 400)
+        .await;
+    for key in ["type", "title", "status", "detail", "instance", "requestId"] {
+        assert!(!p[key].is_null(), "{key} in {p}");
+    }
+}
