@@ -419,3 +419,242 @@ pub fn materialize(network: &str, input: ScanInput) -> Result<Materialized, Aggr
         current_days,
     })
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    pub(crate) fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    fn quote(symbol: &str, price: &str) -> Quote {
+        Quote {
+            symbol: symbol.into(),
+            price: d(price),
+            prev_day_price: d("100"),
+            volume24h: d("1000"),
+            open_interest: d("5000"),
+            funding: d("0.0000125"),
+        }
+    }
+
+    pub(crate) fn wallet(address: &str, account: &str, analytics: bool) -> WalletInput {
+        WalletInput {
+            address: address.into(),
+            label: Some(format!("label {address}")),
+            tags: vec!["fund".into()],
+            kols: vec![],
+            kol_profile: None,
+            account_value: d(account),
+            observed_at: datetime!(2026-11-22 01:00 UTC),
+            analytics: analytics.then(|| Analytics {
+                net_pnl: d("10.5"),
+                roi: d("1.25"),
+                win_rate: d("55"),
+                strategy: Strategy::SwingTrader,
+                strategy_confidence: d("0.8"),
+            }),
+        }
+    }
+
+    pub(crate) fn position(
+        address: &str,
+        symbol: &str,
+        direction: Direction,
+        value: &str,
+        liq: Option<&str>,
+    ) -> MarketPosition {
+        MarketPosition {
+            address: address.into(),
+            label: None,
+            tags: vec![],
+            symbol: symbol.into(),
+            direction,
+            position_value: d(value),
+            liq_price: liq.map(d),
+            observed_at: datetime!(2026-11-22 01:00 UTC),
+            leverage: d("5"),
+            size: d("1"),
+            size_unit: symbol.into(),
+            u_pnl: d("0"),
+            u_pnl_pct: d("0"),
+            entry_price: d("100"),
+            mark_price: d("100"),
+            margin: d("20"),
+            funding_cost: d("-1.5"),
+        }
+    }
+
+    pub(crate) fn sample() -> ScanInput {
+        use Direction::*;
+        ScanInput {
+            observed_at: datetime!(2026-11-22 01:00 UTC),
+            quotes: vec![
+                quote("BTC", "105"),
+                quote("xyz:TSLA", "400"),
+                quote("ETH", "3000"),
+            ],
+            wallets: vec![
+                wallet("0xa", "2000000", true),
+                wallet("0xb", "50000", false),
+                wallet("0xc", "100000", true),
+                wallet("0xd", "0", false),
+            ],
+            positions: vec![
+                position("0xa", "BTC", Long, "1000.50", Some("90.1")),
+                position("0xb", "BTC", Long, "200", None),
+                position("0xc", "BTC", Short, "300.25", Some("120.4")),
+                position("0xa", "xyz:TSLA", Short, "50", Some("450")),
+                position("0xb", "xyz:TSLA", Short, "70", Some("451")),
+                position("0xc", "ETH", Long, "100", Some("2500")),
+                position("0xc", "xyz:TSLA", Long, "100", Some("350")),
+            ],
+        }
+    }
+
+    #[test]
+    fn market_aggregates() {
+        let m = materialize("perpnet", sample()).unwrap();
+        let btc = m.markets.iter().find(|m| m.symbol == "BTC").unwrap();
+        assert_eq!((btc.long_count, btc.short_count), (2, 1));
+        assert_eq!(btc.long_short_ratio.to_string(), "2.0000");
+        assert_eq!(
+            btc.long_liquidation_value.to_string(),
+            "1000.50",
+            "the position without liq price is excluded"
+        );
+        assert_eq!(btc.short_liquidation_value.to_string(), "300.25");
+        assert_eq!(btc.total_liquidation_value.to_string(), "1300.75");
+        assert_eq!(btc.change24h_pct.to_string(), "5.0000");
+        let tsla = m.markets.iter().find(|m| m.symbol == "xyz:TSLA").unwrap();
+        assert_eq!(tsla.long_short_ratio.to_string(), "0.5000");
+        let eth = m.markets.iter().find(|m| m.symbol == "ETH").unwrap();
+        assert_eq!((eth.long_count, eth.short_count), (1, 0));
+        assert_eq!(
+            eth.long_short_ratio.to_string(),
+            "1.0000",
+            "no shorts: equals longCount"
+        );
+    }
+
+    #[test]
+    fn ratio_edge_cases() {
+        assert_eq!(long_short_ratio(0, 0).to_string(), "0.0000");
+        assert_eq!(long_short_ratio(7, 0).to_string(), "7.0000");
+        assert_eq!(long_short_ratio(2, 3).to_string(), "0.6667");
+        assert_eq!(long_short_ratio(1, 8).to_string(), "0.1250");
+    }
+
+    #[test]
+    fn wallet_aggregates() {
+        let m = materialize("perpnet", sample()).unwrap();
+        let w = |a: &str| m.wallets.iter().find(|w| w.address == a).unwrap().clone();
+        let a = w("0xa");
+        assert_eq!(
+            (
+                a.long_value.to_string(),
+                a.short_value.to_string(),
+                a.total_position_value.to_string()
+            ),
+            ("1000.50".into(), "50".into(), "1050.50".into())
+        );
+        assert_eq!(a.positions, 2);
+        assert_eq!(a.direction, WalletDirection::Long);
+        assert_eq!(a.size_class, SizeClass::Whale);
+        assert_eq!(
+            a.leverage.to_string(),
+            "0.00",
+            "1050.5 / 2,000,000 rounds to 0.00"
+        );
+        assert!(a.net_pnl.is_some());
+        let b = w("0xb");
+        assert_eq!(b.direction, WalletDirection::Long);
+        assert_eq!(b.size_class, SizeClass::Shrimp);
+        assert!(b.net_pnl.is_none() && b.strategy.is_none());
+        let c = w("0xc");
+        assert_eq!(
+            c.size_class,
+            SizeClass::Shark,
+            "100,000 is the shark threshold"
+        );
+        assert_eq!(
+            c.direction,
+            WalletDirection::Short,
+            "200 long against 300.25 short"
+        );
+        let d0 = w("0xd");
+        assert_eq!((d0.positions, d0.direction), (0, WalletDirection::Neutral));
+        assert_eq!(d0.leverage.to_string(), "0.00");
+        // positions carry the wallet's label and tags
+        assert!(m
+            .positions
+            .iter()
+            .all(|p| p.label.as_deref() == Some(&*format!("label {}", p.address))));
+    }
+
+    #[test]
+    fn current_day_totals_equal_market_liquidation_values() {
+        let m = materialize("perpnet", sample()).unwrap();
+        for (market, day) in m.markets.iter().zip(&m.current_days) {
+            assert_eq!(market.symbol, day.network_asset_symbol);
+            assert_eq!(day.coverage, Coverage::Current);
+            assert_eq!(
+                day.totals.long.total_amount_usd,
+                market.long_liquidation_value
+            );
+            assert_eq!(
+                day.totals.short.total_amount_usd,
+                market.short_liquidation_value
+            );
+        }
+        let tsla = m
+            .current_days
+            .iter()
+            .find(|d| d.network_asset_symbol == "xyz:TSLA")
+            .unwrap();
+        assert_eq!(tsla.canonical_asset, "TSLA");
+        assert_eq!(tsla.bucket_size.to_string(), "2");
+        // size 2: 450 is a multiple; 451 is exactly halfway between 450 and 452 and rounds up
+        let shorts: Vec<String> = tsla
+            .levels
+            .iter()
+            .filter(|l| l.side == Direction::Short)
+            .map(|l| l.bucket_price.to_string())
+            .collect();
+        assert_eq!(shorts, ["450", "452"]);
+        assert!(tsla.levels.windows(2).all(|w| (
+            w[0].side != Direction::Long,
+            &w[0].bucket_price.0
+        ) < (
+            w[1].side != Direction::Long,
+            &w[1].bucket_price.0
+        )));
+    }
+
+    #[test]
+    fn rejects_inconsistent_input() {
+        let mut s = sample();
+        s.positions
+            .push(position("0xa", "BTC", Direction::Short, "1", None));
+        assert!(matches!(
+            materialize("perpnet", s),
+            Err(AggregateError::DuplicatePosition { .. })
+        ));
+        let mut s = sample();
+        s.positions
+            .push(position("0xzz", "BTC", Direction::Short, "1", None));
+        assert!(matches!(
+            materialize("perpnet", s),
+            Err(AggregateError::UnknownWallet { .. })
+        ));
+        let mut s = sample();
+        s.positions
+            .push(position("0xa", "DOGE", Direction::Short, "1", None));
+        assert!(matches!(
+            materialize("perpnet", s),
+            Err(AggregateError::UnknownAsset { .. })
+        ));
+    }
+}

@@ -392,3 +392,153 @@ impl Snapshot {
         &self.positions
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::materialize;
+    use crate::aggregate::tests::{position, sample, wallet};
+
+    fn snapshot() -> Snapshot {
+        let mut input = sample();
+        // many BTC positions with ties on value to exercise the tie-breaker
+        for i in 0..40 {
+            let addr = format!("0x1{i:02}");
+            input.wallets.push(wallet(
+                &addr,
+                &format!("{}", 1000 + (i % 7) * 100_000),
+                i % 3 == 0,
+            ));
+            let dir = if i % 2 == 0 {
+                Direction::Long
+            } else {
+                Direction::Short
+            };
+            input.positions.push(position(
+                &addr,
+                "BTC",
+                dir,
+                &format!("{}", 100 + (i % 5)),
+                None,
+            ));
+        }
+        Snapshot::build(3, materialize("perpnet", input).unwrap())
+    }
+
+    #[test]
+    fn positions_pages_cover_everything_once_in_order() {
+        let s = snapshot();
+        let AssetLookup::Found(btc) = s.lookup_asset("BTC") else {
+            panic!()
+        };
+        for direction in [None, Some(Direction::Long), Some(Direction::Short)] {
+            let mut seen = Vec::new();
+            let mut after: Option<PositionKey> = None;
+            loop {
+                let page = s.positions_page(btc, direction, after.as_ref(), 7);
+                seen.extend(
+                    page.items
+                        .iter()
+                        .map(|p| (p.position_value.0.clone(), p.address.clone())),
+                );
+                if !page.has_more {
+                    break;
+                }
+                after = Some(Snapshot::position_key(page.items.last().unwrap()));
+            }
+            let expected = s
+                .positions()
+                .iter()
+                .filter(|p| p.symbol == "BTC" && direction.is_none_or(|d| p.direction == d))
+                .count();
+            assert_eq!(seen.len(), expected);
+            assert!(seen
+                .windows(2)
+                .all(|w| w[0].0 > w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1)));
+        }
+    }
+
+    #[test]
+    fn wallet_pages_put_nulls_last_and_count_matches() {
+        let s = snapshot();
+        for order in [SortOrder::Asc, SortOrder::Desc] {
+            let q = WalletOrder {
+                sort: WalletSort::NetPnl,
+                order,
+                size: None,
+                direction: None,
+            };
+            let mut seen = Vec::new();
+            let mut after: Option<WalletKey> = None;
+            loop {
+                let (page, total) = s.wallets_page(q, after.as_ref(), 5);
+                assert_eq!(total, s.wallets().len());
+                seen.extend(
+                    page.items
+                        .iter()
+                        .map(|w| (w.net_pnl.clone(), w.address.clone())),
+                );
+                if !page.has_more {
+                    break;
+                }
+                after = Some(Snapshot::wallet_key(
+                    page.items.last().unwrap(),
+                    WalletSort::NetPnl,
+                ));
+            }
+            assert_eq!(seen.len(), s.wallets().len());
+            let first_null = seen.iter().position(|(v, _)| v.is_none()).unwrap();
+            assert!(seen[first_null..].iter().all(|(v, _)| v.is_none()));
+            assert!(seen[first_null..].windows(2).all(|w| w[0].1 < w[1].1));
+        }
+        let whales = WalletOrder {
+            sort: WalletSort::AccountTotalValue,
+            order: SortOrder::Desc,
+            size: Some(SizeClass::Whale),
+            direction: None,
+        };
+        let (page, total) = s.wallets_page(whales, None, 100);
+        assert_eq!(
+            total,
+            s.wallets()
+                .iter()
+                .filter(|w| w.size_class == SizeClass::Whale)
+                .count()
+        );
+        assert!(page.items.iter().all(|w| w.size_class == SizeClass::Whale));
+    }
+
+    #[test]
+    fn asset_lookup() {
+        let s = snapshot();
+        assert!(matches!(s.lookup_asset("xyz:TSLA"), AssetLookup::Found(_)));
+        assert_eq!(s.lookup_asset("TSLA"), s.lookup_asset("xyz:TSLA"));
+        assert_eq!(s.lookup_asset("btc"), AssetLookup::Unknown);
+        assert_eq!(s.lookup_asset("xyz:"), AssetLookup::Unknown);
+        let mut input = sample();
+        input.quotes.push(crate::aggregate::Quote {
+            symbol: "abc:TSLA".into(),
+            ..input.quotes[1].clone()
+        });
+        let s = Snapshot::build(1, materialize("perpnet", input).unwrap());
+        assert_eq!(
+            s.lookup_asset("TSLA"),
+            AssetLookup::Ambiguous(vec!["abc:TSLA".into(), "xyz:TSLA".into()])
+        );
+    }
+
+    #[test]
+    fn market_orders_break_ties_by_symbol() {
+        let s = snapshot();
+        let syms: Vec<&str> = s
+            .markets(MarketSort::Volume24h, SortOrder::Desc)
+            .map(|m| m.symbol.as_str())
+            .collect();
+        assert_eq!(syms, ["BTC", "ETH", "xyz:TSLA"], "equal volumes: by symbol");
+        let asc: Vec<&str> = s
+            .markets(MarketSort::OpenInterest, SortOrder::Asc)
+            .map(|m| m.symbol.as_str())
+            .collect();
+        assert_eq!(asc, ["BTC", "ETH", "xyz:TSLA"]);
+    }
+}

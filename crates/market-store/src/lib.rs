@@ -466,3 +466,6 @@ fn insert_snapshot(
     );
     Ok(version)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,307 @@
+//! Repository tests on a real SQLite file.
+
+use market_model::*;
+use time::macros::{date, datetime};
+
+use crate::*;
+
+fn d(s: &str) -> Decimal {
+    s.parse().unwrap()
+}
+
+fn store() -> (Store, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path().join("t.db").to_str().unwrap(),
+        PoolOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(store.migrate().unwrap(), 1);
+    assert_eq!(store.migrate().unwrap(), 0, "migrations are idempotent");
+    (store, dir)
+}
+
+fn market(symbol: &str, price: &str) -> Market {
+    Market {
+        symbol: symbol.into(),
+        price: d(price),
+        change24h_pct: d("-2.5000"),
+        volume24h: d("123456789012345678901234567890.123456789"),
+        open_interest: d("0.0000001"),
+        funding: d("-0.00009116"),
+        long_count: 1,
+        short_count: 0,
+        long_short_ratio: d("1.0000"),
+        total_liquidation_value: d("12.34"),
+        long_liquidation_value: d("12.34"),
+        short_liquidation_value: d("0"),
+    }
+}
+
+fn wallet(address: &str) -> Wallet {
+    Wallet {
+        address: address.into(),
+        label: Some("Fund \"A\"".into()),
+        tags: vec!["fund".into(), "smart-money".into()],
+        kols: vec![Kol {
+            name: "K".into(),
+            platform: "x".into(),
+            handle: "@k".into(),
+        }],
+        kol_profile: Some(KolProfile {
+            name: "K".into(),
+            bio: None,
+            followers: 12,
+        }),
+        size_class: SizeClass::Shrimp,
+        direction: WalletDirection::Long,
+        account_total_value: d("1000.10"),
+        total_position_value: d("12.34"),
+        long_value: d("12.34"),
+        short_value: d("0"),
+        leverage: d("0.01"),
+        positions: 1,
+        observed_at: datetime!(2026-11-22 01:02:03 UTC),
+        net_pnl: None,
+        roi: Some(d("-12.50")),
+        win_rate: Some(d("55.00")),
+        strategy: Some(Strategy::DayTrader),
+        strategy_confidence: Some(d("0.75")),
+    }
+}
+
+fn position(address: &str, symbol: &str) -> MarketPosition {
+    MarketPosition {
+        address: address.into(),
+        label: None,
+        tags: vec![],
+        symbol: symbol.into(),
+        direction: Direction::Long,
+        position_value: d("12.34"),
+        liq_price: Some(d("30.5334")),
+        observed_at: datetime!(2026-11-22 01:02:03 UTC),
+        leverage: d("10"),
+        size: d("413.68"),
+        size_unit: symbol.into(),
+        u_pnl: d("-520.65"),
+        u_pnl_pct: d("36.15"),
+        entry_price: d("33.5531"),
+        mark_price: d("34.81"),
+        margin: d("1440.09"),
+        funding_cost: d("-12.485712"),
+    }
+}
+
+fn day(date: time::Date, symbol: &str, coverage: Coverage) -> LiquidityDay {
+    let levels = vec![
+        Level {
+            side: Direction::Long,
+            bucket_price: d("9"),
+            position_count: 1,
+            total_amount_usd: d("5.5"),
+            min_liquidation_price: d("9.1"),
+            max_liquidation_price: d("9.1"),
+        },
+        Level {
+            side: Direction::Long,
+            bucket_price: d("10"),
+            position_count: 2,
+            total_amount_usd: d("6.84"),
+            min_liquidation_price: d("9.6"),
+            max_liquidation_price: d("10.4"),
+        },
+    ];
+    LiquidityDay {
+        date,
+        network: NETWORK_ID.into(),
+        canonical_asset: symbol::canonical_of(symbol).into(),
+        network_asset_symbol: symbol.into(),
+        asset_alias: symbol::alias_of(symbol),
+        coverage,
+        bucket_size: d("1"),
+        bucket_method: "nearest".into(),
+        updated_at: datetime!(2026-11-22 01:02:03 UTC),
+        totals: LiquidityTotals::of(&levels),
+        levels,
+    }
+}
+
+fn write_dataset(store: &Store) -> i64 {
+    let markets = vec![market("BTC", "92391.3380"), market("xyz:TSLA", "354.748")];
+    let wallets = vec![wallet("0xaa")];
+    let positions = vec![position("0xaa", "BTC")];
+    let current = vec![
+        day(date!(2026 - 11 - 22), "BTC", Coverage::Current),
+        day(date!(2026 - 11 - 22), "xyz:TSLA", Coverage::Current),
+    ];
+    let history: Vec<LiquidityDay> = [date!(2026 - 11 - 20), date!(2026 - 11 - 21)]
+        .into_iter()
+        .flat_map(|dt| {
+            [
+                day(dt, "BTC", Coverage::EndOfDay),
+                day(dt, "xyz:TSLA", Coverage::EndOfDay),
+            ]
+        })
+        .collect();
+    let candles: Vec<Candle> = (0..5)
+        .map(|i| Candle {
+            time: 1_794_999_600_000 + i * 3_600_000,
+            open_time: time::OffsetDateTime::from_unix_timestamp(1_794_999_600 + i * 3600).unwrap(),
+            open: d("92391.3380"),
+            high: d("92792.5040"),
+            low: d("91499.6733"),
+            close: d("92673.3639"),
+            volume: d("798.861"),
+            trades: 1381,
+        })
+        .collect();
+    store
+        .replace_dataset(
+            &DatasetWrite {
+                snapshot: SnapshotWrite {
+                    source: "test",
+                    observed_at: datetime!(2026-11-22 01:02:03 UTC),
+                    markets: &markets,
+                    wallets: &wallets,
+                    positions: &positions,
+                    current_days: &current,
+                },
+                history_days: &history,
+                candles: &[CandleBatch {
+                    symbol: "BTC",
+                    interval: Interval::H1,
+                    candles: &candles,
+                }],
+            },
+            &mut |_, _, _| {},
+        )
+        .unwrap()
+}
+
+#[test]
+fn snapshot_round_trips_exactly() {
+    let (store, _dir) = store();
+    assert!(store.latest_snapshot().unwrap().is_none());
+    let v = write_dataset(&store);
+    let meta = store.latest_snapshot().unwrap().unwrap();
+    assert_eq!(meta.version, v);
+    let loaded = store.load_snapshot(&meta).unwrap();
+    assert_eq!(
+        loaded.markets,
+        vec![market("BTC", "92391.3380"), market("xyz:TSLA", "354.748")]
+    );
+    // exact text survives: no binary-float round trip
+    assert_eq!(
+        loaded.markets[0].volume24h.to_string(),
+        "123456789012345678901234567890.123456789"
+    );
+    assert_eq!(loaded.markets[0].open_interest.to_string(), "0.0000001");
+    assert_eq!(loaded.wallets, vec![wallet("0xaa")]);
+    let mut expected = position("0xaa", "BTC");
+    expected.label = Some("Fund \"A\"".into());
+    expected.tags = vec!["fund".into(), "smart-money".into()];
+    assert_eq!(loaded.positions, vec![expected]);
+    assert_eq!(
+        loaded.current_days[0].levels,
+        day(date!(2026 - 11 - 22), "BTC", Coverage::Current).levels
+    );
+    assert_eq!(loaded.current_days[1].canonical_asset, "TSLA");
+}
+
+#[test]
+fn reseeding_replaces_data_and_bumps_the_version() {
+    let (store, _dir) = store();
+    let v1 = write_dataset(&store);
+    let v2 = write_dataset(&store);
+    assert!(v2 > v1, "versions stay monotonic so servers notice");
+    assert_eq!(store.latest_snapshot().unwrap().unwrap().version, v2);
+}
+
+#[test]
+fn liquidity_history_pages_by_date_then_symbol() {
+    let (store, _dir) = store();
+    write_dataset(&store);
+    let (from, to) = (date!(2026 - 11 - 01), date!(2026 - 11 - 21));
+    let all = store
+        .liquidity_history(NETWORK_ID, from, to, None, None, 10)
+        .unwrap();
+    let keys: Vec<(String, String)> = all
+        .iter()
+        .map(|d| (d.date.to_string(), d.network_asset_symbol.clone()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("2026-11-20", "BTC"),
+            ("2026-11-20", "xyz:TSLA"),
+            ("2026-11-21", "BTC"),
+            ("2026-11-21", "xyz:TSLA")
+        ]
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    );
+    assert_eq!(
+        all[0],
+        day(date!(2026 - 11 - 20), "BTC", Coverage::EndOfDay)
+    );
+    let after = store
+        .liquidity_history(
+            NETWORK_ID,
+            from,
+            to,
+            None,
+            Some((date!(2026 - 11 - 20), "xyz:TSLA")),
+            1,
+        )
+        .unwrap();
+    assert_eq!(after.len(), 1);
+    assert_eq!(
+        (after[0].date, after[0].network_asset_symbol.as_str()),
+        (date!(2026 - 11 - 21), "BTC")
+    );
+    let tsla = store
+        .liquidity_history(NETWORK_ID, from, to, Some("xyz:TSLA"), None, 10)
+        .unwrap();
+    assert_eq!(tsla.len(), 2);
+}
+
+#[test]
+fn candles_by_range() {
+    let (store, _dir) = store();
+    write_dataset(&store);
+    assert_eq!(store.stored_intervals("BTC").unwrap(), vec![Interval::H1]);
+    let c = store
+        .candles(
+            "BTC",
+            Interval::H1,
+            1_794_999_600_000 + 3_600_000,
+            1_794_999_600_000 + 3 * 3_600_000,
+            10,
+        )
+        .unwrap();
+    assert_eq!(c.len(), 2);
+    assert_eq!(c[0].open.to_string(), "92391.3380");
+    assert!(store
+        .candles("ETH", Interval::H1, 0, i64::MAX, 10)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn tokens_store_hashes_and_revoke() {
+    let (store, _dir) = store();
+    let t = store
+        .create_token("ci", "abc123", "mds_…wxyz", None)
+        .unwrap();
+    assert_eq!(t.name, "ci");
+    assert!(t.is_active(time::OffsetDateTime::now_utc()));
+    assert_eq!(store.find_token("abc123").unwrap().unwrap().id, t.id);
+    assert!(store.find_token("nope").unwrap().is_none());
+    assert!(store.revoke_token(t.id).unwrap());
+    assert!(!store.revoke_token(9999).unwrap());
+    assert!(!store
+        .find_token("abc123")
+        .unwrap()
+        .unwrap()
+        .is_active(time::OffsetDateTime::now_utc()));
+    assert_eq!(store.list_tokens().unwrap().len(), 1);
+}
