@@ -1048,3 +1048,35 @@ async fn errors_are_problem_details() {
         assert!(!p[key].is_null(), "{key} in {p}");
     }
 }
+
+#[tokio::test]
+async fn a_server_fault_is_a_generic_500_problem() {
+    use diesel::connection::SimpleConnection;
+    let app = spawn_app().await;
+    // Corrupt one stored candle behind the app's back: reading it must fail cleanly.
+    app.store
+        .conn()
+        .unwrap()
+        .batch_execute("UPDATE candles SET open = 'not-a-number' WHERE symbol = 'ETH'")
+        .unwrap();
+    let res = app
+        .request(
+            &format!("{NET}/markets/ETH/candles?interval=1h&limit=5"),
+            Some(("X-API-Key", &app.token)),
+        )
+        .await;
+    assert_eq!(res.status().as_u16(), 500);
+    assert_eq!(res.headers()["content-type"], "application/problem+json");
+    let rid = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let p: Value = res.json().await.unwrap();
+    assert_eq!(p["status"], 500);
+    assert_eq!(p["requestId"], rid.as_str());
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        !detail.contains("not-a-number") && !detail.to_lowercase().contains("sql"),
+        "no internals leak: {detail}"
+    );
+    // other assets are unaffected
+    app.get_ok(&format!("{NET}/markets/BTC/candles?interval=1h&limit=5"))
+        .await;
+}
