@@ -1,5 +1,6 @@
 //! Black-box HTTP tests: the real app on a real SQLite file, called over real HTTP.
 
+mod error_contract;
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -60,6 +60,7 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub wallets: usize,
     pub store: Store,
+    pub state: std::sync::Arc<AppState>,
     today: Date,
     _dir: tempfile::TempDir,
 }
@@ -79,7 +80,7 @@ pub async fn spawn_app() -> TestApp {
     let state = AppState::new(store.clone()).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = format!("http://{}", listener.local_addr().unwrap());
-    let server = app::serve(listener, state, 1).unwrap();
+    let server = app::serve(listener, state.clone(), 1).unwrap();
     tokio::spawn(server);
     TestApp {
         addr,
@@ -87,6 +88,7 @@ pub async fn spawn_app() -> TestApp {
         client: reqwest::Client::new(),
         wallets: WALLETS,
         store,
+        state,
         today: t.today,
         _dir: dir,
     }

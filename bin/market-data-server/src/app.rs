@@ -9,7 +9,9 @@ use actix_web::{web, App, HttpServer};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::error::{ApiError, ProblemKind};
-use crate::middleware::{method_not_allowed, not_found, request_context, require_api_key};
+use crate::middleware::{
+    method_not_allowed, not_found, request_context, require_api_key, require_json_accept,
+};
 use crate::openapi::{self, PREFIXES};
 use crate::routes;
 use crate::state::AppState;
@@ -73,6 +75,7 @@ pub fn configure(state: Arc<AppState>) -> impl FnOnce(&mut web::ServiceConfig) +
             cfg.service(
                 web::scope(prefix)
                     .wrap(from_fn(require_api_key))
+                    .wrap(from_fn(require_json_accept))
                     .configure(api)
                     .default_service(web::to(not_found)),
             );

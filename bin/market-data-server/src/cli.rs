@@ -92,6 +92,17 @@ pub enum TokenCommand {
         #[command(flatten)]
         db: DbArgs,
     },
+    /// Show request counts per token, UTC day, endpoint and status class.
+    Usage {
+        /// Only this token id.
+        id: Option<i64>,
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Database selection.
+        #[command(flatten)]
+        db: DbArgs,
+    },
     /// Revoke a token by id; running servers stop accepting it within 2 seconds.
     Revoke {
         /// Token id (from `token list`).
@@ -153,6 +164,7 @@ fn create_token(
 fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
     let state = AppState::new(store).context("loading the served data")?;
     state.spawn_reloader();
+    state.spawn_usage_flusher();
     let listener =
         TcpListener::bind(&args.bind).with_context(|| format!("binding {}", args.bind))?;
     let workers = args
@@ -162,8 +174,12 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
         "listening on http://{} ({workers} workers)",
         listener.local_addr()?
     );
-    let server = app::serve(listener, state, workers)?;
+    let server = app::serve(listener, state.clone(), workers)?;
     actix_web::rt::System::new().block_on(server)?;
+    // Graceful stop (SIGINT/SIGTERM): keep the last few seconds of usage.
+    if let Err(e) = state.flush_usage() {
+        log::warn!("could not record token usage at shutdown: {e}");
+    }
     Ok(())
 }
 
@@ -268,6 +284,36 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                         fmt_time(t.expires_at),
                         fmt_time(t.last_used_at),
                         fmt_time(t.revoked_at)
+                    );
+                }
+            }
+        }
+        Command::Token(TokenCommand::Usage { id, json, db }) => {
+            let store = open_store(&db, 1)?;
+            let rows = store.usage(id)?;
+            if json {
+                let items: Vec<serde_json::Value> = rows
+                    .iter()
+                    .map(|r| {
+                        serde_json::json!({
+                            "tokenId": r.token_id,
+                            "day": r.day.to_string(),
+                            "endpoint": r.endpoint,
+                            "statusClass": r.status_class,
+                            "count": r.count,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&items)?);
+            } else {
+                println!(
+                    "{:>5}  {:<10}  {:<6}  {:>8}  ENDPOINT",
+                    "TOKEN", "DAY", "STATUS", "REQUESTS"
+                );
+                for r in rows {
+                    println!(
+                        "{:>5}  {:<10}  {:<6}  {:>8}  {}",
+                        r.token_id, r.day, r.status_class, r.count, r.endpoint
                     );
                 }
             }

@@ -134,6 +134,8 @@ pub struct ApiError {
     pub invalid_params: Vec<InvalidParam>,
     /// `Allow` header value for 405.
     pub allow: Option<&'static str>,
+    /// Internal cause, logged with the request id and never returned.
+    pub cause: Option<String>,
 }
 
 impl ApiError {
@@ -144,6 +146,7 @@ impl ApiError {
             detail: detail.into(),
             invalid_params: Vec::new(),
             allow: None,
+            cause: None,
         }
     }
 
@@ -158,6 +161,7 @@ impl ApiError {
                 reason,
             }],
             allow: None,
+            cause: None,
         }
     }
 
@@ -173,11 +177,12 @@ impl ApiError {
 
     /// 500: logs `cause`, returns a generic detail.
     pub fn internal(cause: impl fmt::Display) -> Self {
-        log::error!("internal error: {cause}");
-        ApiError::new(
+        let mut e = ApiError::new(
             ProblemKind::Internal,
             "The server failed to answer this request. Retry later; if it persists, report the requestId.",
-        )
+        );
+        e.cause = Some(cause.to_string());
+        e
     }
 
     /// The problem body (without `instance` and `requestId`, which the
@@ -205,8 +210,12 @@ impl From<market_store::StoreError> for ApiError {
     fn from(e: market_store::StoreError) -> Self {
         match e {
             market_store::StoreError::Unavailable(_) | market_store::StoreError::Connect(_) => {
-                log::warn!("database unavailable: {e}");
-                ApiError::new(ProblemKind::Unavailable, "The database is unreachable or busy. Retry after the number of seconds in Retry-After.")
+                let mut api = ApiError::new(
+                    ProblemKind::Unavailable,
+                    "The database is unreachable or busy. Retry after the number of seconds in Retry-After.",
+                );
+                api.cause = Some(e.to_string());
+                api
             }
             other => ApiError::internal(other),
         }

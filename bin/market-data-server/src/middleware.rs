@@ -63,6 +63,16 @@ pub async fn request_context(
         .map_or_else(new_request_id, str::to_owned);
     req.extensions_mut().insert(RequestId(request_id.clone()));
     let path = req.path().to_owned();
+    if let Some(e) = oversized(&req) {
+        let mut problem = e.problem();
+        problem.instance = Some(path);
+        problem.request_id = Some(request_id.clone());
+        let mut res = req.into_response(problem_response(&e, &problem));
+        if let Ok(v) = HeaderValue::from_str(&request_id) {
+            res.headers_mut().insert(REQUEST_ID, v);
+        }
+        return Ok(res);
+    }
     // Inner layers turn their errors into responses (handlers do, and
     // `require_api_key` does), so an `Err` here is a framework failure;
     // actix-web renders it through `ResponseError`.
@@ -75,6 +85,9 @@ pub async fn request_context(
         .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
     let api_error = res.response().extensions().get::<ApiError>().cloned();
     let mut res = if let Some(error) = api_error {
+        if let Some(cause) = &error.cause {
+            log::error!("rid={request_id} {} {path}: {cause}", error.kind.status());
+        }
         let mut problem = error.problem();
         problem.instance = Some(path);
         problem.request_id = Some(request_id.clone());
@@ -112,9 +125,90 @@ pub async fn require_api_key<B: MessageBody + 'static>(
     match authenticate(&req).await {
         Ok(token_id) => {
             req.extensions_mut().insert(token_id);
-            Ok(next.call(req).await?.map_into_left_body())
+            let res = next.call(req).await?;
+            if let Some(state) = res.request().app_data::<web::Data<AppState>>() {
+                let endpoint = format!(
+                    "{} {}",
+                    res.request().method(),
+                    res.request()
+                        .match_pattern()
+                        .as_deref()
+                        .unwrap_or("(unknown path)")
+                );
+                state.record_usage(token_id.0, endpoint, res.status().as_u16());
+            }
+            Ok(res.map_into_left_body())
         }
         Err(e) => Ok(req.error_response(e).map_into_right_body()),
+    }
+}
+
+/// Whether an `Accept` header value admits a JSON response.
+pub fn accepts_json(accept: &str) -> bool {
+    accept.split(',').any(|range| {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q_zero = parts.any(|p| {
+            let p = p.trim();
+            p.strip_prefix("q=")
+                .or_else(|| p.strip_prefix("Q="))
+                .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
+        });
+        !q_zero
+            && matches!(
+                media.as_str(),
+                "*/*" | "application/*" | "application/json" | "application/problem+json" | ""
+            )
+    })
+}
+
+/// 406 when `Accept` is present and excludes JSON (the only representation served).
+pub async fn require_json_accept<B: MessageBody + 'static>(
+    req: ServiceRequest,
+    next: Next<B>,
+) -> Result<ServiceResponse<EitherBody<B>>, Error> {
+    let acceptable = req
+        .headers()
+        .get_all(header::ACCEPT)
+        .all(|v| v.to_str().is_ok_and(accepts_json));
+    if acceptable {
+        Ok(next.call(req).await?.map_into_left_body())
+    } else {
+        let e = ApiError::new(
+            ProblemKind::NotAcceptable,
+            "This API only serves JSON; send `Accept: application/json` (or omit Accept).",
+        );
+        Ok(req.error_response(e).map_into_right_body())
+    }
+}
+
+/// Largest accepted total size of the request headers, in bytes.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// Largest accepted declared request body, in bytes (the API reads no bodies).
+pub const MAX_BODY_BYTES: u64 = 64 * 1024;
+
+fn oversized(req: &ServiceRequest) -> Option<ApiError> {
+    let header_bytes: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    if header_bytes > MAX_HEADER_BYTES {
+        return Some(ApiError::new(
+            ProblemKind::HeadersTooLarge,
+            format!("The request headers total {header_bytes} bytes; at most {MAX_HEADER_BYTES} bytes are accepted."),
+        ));
+    }
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    match declared {
+        Some(n) if n > MAX_BODY_BYTES => Some(ApiError::new(
+            ProblemKind::PayloadTooLarge,
+            format!("The request body is {n} bytes; this read-only API takes no body (at most {MAX_BODY_BYTES} bytes are accepted)."),
+        )),
+        _ => None,
     }
 }
 
@@ -215,4 +309,33 @@ pub async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
         crate::params::printable(req.path())
     ))
     .error_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_negotiation() {
+        for ok in [
+            "*/*",
+            "application/json",
+            "application/*",
+            "text/html, application/json;q=0.5",
+            "application/problem+json",
+            "APPLICATION/JSON",
+            "",
+        ] {
+            assert!(accepts_json(ok), "{ok:?}");
+        }
+        for bad in [
+            "text/html",
+            "text/csv, text/plain",
+            "application/xml",
+            "application/json;q=0",
+            "image/*",
+        ] {
+            assert!(!accepts_json(bad), "{bad:?}");
+        }
+    }
 }

@@ -1,10 +1,12 @@
 //! The OpenAPI document, generated from the handlers and model types.
 
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
-use utoipa::openapi::{OpenApi as OpenApiDoc, PathItem};
+use utoipa::openapi::{
+    ContentBuilder, OpenApi as OpenApiDoc, PathItem, Ref, Response, ResponseBuilder,
+};
 use utoipa::{Modify, OpenApi};
 
-use crate::error::{InvalidParam, Problem};
+use crate::error::{InvalidParam, Problem, PROBLEM_JSON};
 use crate::routes;
 
 /// Both path prefixes serve identical answers.
@@ -58,10 +60,58 @@ impl Modify for SecurityAddon {
 )]
 struct ApiDoc;
 
+fn problem_response(description: &str) -> Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            PROBLEM_JSON,
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
+                .build(),
+        )
+        .build()
+}
+
+/// Statuses every operation can return (middleware-level), and the API operations in addition.
+const COMMON: &[(&str, &str)] = &[
+    (
+        "413",
+        "The request declares a body over 64 KiB (this API takes no body).",
+    ),
+    ("431", "The request headers exceed 16 KiB."),
+    (
+        "500",
+        "Unexpected failure; the detail is generic and the cause is logged under the request id.",
+    ),
+];
+const API: &[(&str, &str)] = &[
+    ("400", "A query parameter is malformed, out of range, repeated or unknown, or the query string exceeds 4 KiB."),
+    ("401", "Missing or invalid `X-API-Key` (missing, empty, wrong prefix, unknown, revoked or expired)."),
+    ("406", "The `Accept` header excludes JSON."),
+    ("503", "The database is unreachable or its connection pool is exhausted; retry after `Retry-After` seconds."),
+];
+
+/// Adds the problem responses that middleware can produce to every operation.
+fn add_common_responses(doc: &mut OpenApiDoc) {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let is_api = path.starts_with("/v1/");
+        for op in [&mut item.get, &mut item.head].into_iter().flatten() {
+            let extra = COMMON.iter().chain(if is_api { API } else { &[] });
+            for (status, description) in extra {
+                op.responses
+                    .responses
+                    .entry((*status).to_owned())
+                    .or_insert_with(|| problem_response(description).into());
+            }
+        }
+    }
+}
+
 /// The complete document: every `/v1` operation duplicated under `/api/developer/v1`
 /// with its own `operationId` (suffixed `Developer`).
 pub fn document() -> OpenApiDoc {
     let mut doc = ApiDoc::openapi();
+    add_common_responses(&mut doc);
     let v1: Vec<(String, PathItem)> = doc
         .paths
         .paths

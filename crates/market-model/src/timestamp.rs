@@ -11,6 +11,13 @@ pub fn format_utc(t: OffsetDateTime) -> String {
         .expect("an OffsetDateTime in years 0..=9999 always formats as RFC 3339")
 }
 
+/// The current UTC time truncated to whole seconds (for stored audit times).
+pub fn now_seconds() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .expect("0 is a valid nanosecond")
+}
+
 /// serde helper: `#[serde(with = "market_model::timestamp::rfc3339_utc")]`.
 pub mod rfc3339_utc {
     use super::*;

@@ -105,7 +105,7 @@ impl Store {
                     name,
                     token_hash,
                     hint,
-                    created_at: to_db_time(OffsetDateTime::now_utc()),
+                    created_at: to_db_time(market_model::timestamp::now_seconds()),
                     expires_at: expires_at.map(to_db_time),
                 })
                 .execute(conn)?;
@@ -156,7 +156,7 @@ impl Store {
                     .filter(api_tokens::id.eq(id))
                     .filter(api_tokens::revoked_at.is_null()),
             )
-            .set(api_tokens::revoked_at.eq(to_db_time(OffsetDateTime::now_utc())))
+            .set(api_tokens::revoked_at.eq(to_db_time(market_model::timestamp::now_seconds())))
             .execute(conn)?;
             Ok(true)
         })
