@@ -1,12 +1,16 @@
 //! The OpenAPI document, generated from the handlers and model types.
 
+use market_model::{Direction, Interval, MarketSort, SizeClass, WalletSort};
+use pagination::LimitSpec;
+use serde_json::{json, Value};
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::openapi::{
-    ContentBuilder, OpenApi as OpenApiDoc, PathItem, Ref, Response, ResponseBuilder,
+    ContentBuilder, OpenApi as OpenApiDoc, PathItem, Ref, RefOr, Response, ResponseBuilder,
 };
 use utoipa::{Modify, OpenApi};
 
-use crate::error::{InvalidParam, Problem, PROBLEM_JSON};
+use crate::error::{ApiError, InvalidParam, Problem, ProblemKind, PROBLEM_JSON};
 use crate::routes;
 
 /// Both path prefixes serve identical answers.
@@ -107,11 +111,156 @@ fn add_common_responses(doc: &mut OpenApiDoc) {
     }
 }
 
+fn string_enum(names: &[&str], default: Option<&str>) -> Schema {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(names.iter().copied()))
+        .default(default.map(|d| json!(d)))
+        .into()
+}
+
+fn limit_schema(spec: LimitSpec) -> Schema {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
+        .minimum(Some(1))
+        .maximum(Some(spec.max))
+        .default(Some(json!(spec.default)))
+        .into()
+}
+
+fn string_schema(
+    format: Option<KnownFormat>,
+    pattern: Option<&str>,
+    max_length: Option<usize>,
+) -> Schema {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .format(format.map(SchemaFormat::KnownFormat))
+        .pattern(pattern)
+        .max_length(max_length)
+        .into()
+}
+
+/// The exact schema of every parameter: types, enums, defaults and bounds
+/// (utoipa's tuple parameters cannot express defaults, so they are set here).
+fn parameter_schema(operation: &str, name: &str) -> Option<Schema> {
+    const DATE: &str = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$";
+    Some(match (operation, name) {
+        (_, "network") => string_enum(&[market_model::NETWORK_ID], None),
+        (_, "asset") => string_schema(None, None, Some(200)),
+        ("listMarkets", "sort") => {
+            string_enum(MarketSort::NAMES, Some(MarketSort::Volume24h.as_str()))
+        }
+        ("listWallets", "sort") => string_enum(
+            WalletSort::NAMES,
+            Some(WalletSort::AccountTotalValue.as_str()),
+        ),
+        (_, "order") => ObjectBuilder::new()
+            .schema_type(Type::String)
+            .default(Some(json!("desc")))
+            .max_length(Some(100))
+            .into(),
+        (_, "size") => string_enum(SizeClass::NAMES, None),
+        (_, "direction") => string_enum(Direction::NAMES, None),
+        ("listMarketPositions", "limit") => limit_schema(routes::POSITIONS_LIMIT),
+        ("listWallets", "limit") => limit_schema(routes::WALLETS_LIMIT),
+        ("listLiquidityLevels", "limit") => limit_schema(routes::LIQUIDITY_LIMIT),
+        ("listCandles", "limit") => limit_schema(routes::CANDLES_LIMIT),
+        ("listCandles", "interval") => string_enum(Interval::NAMES, None),
+        ("listCandles", "from" | "to" | "cursor") => string_schema(None, None, Some(40)),
+        (_, "cursor") => string_schema(
+            None,
+            Some("^[A-Za-z0-9_-]+$"),
+            Some(pagination::MAX_CURSOR_LEN),
+        ),
+        (_, "fromDate" | "toDate") => string_schema(Some(KnownFormat::Date), Some(DATE), None),
+        _ => return None,
+    })
+}
+
+fn set_parameter_schemas(doc: &mut OpenApiDoc) {
+    for item in doc.paths.paths.values_mut() {
+        for op in [&mut item.get, &mut item.head].into_iter().flatten() {
+            let id = op.operation_id.clone().unwrap_or_default();
+            for p in op.parameters.iter_mut().flatten() {
+                if let Some(schema) = parameter_schema(&id, &p.name) {
+                    p.schema = Some(schema.into());
+                }
+            }
+        }
+    }
+}
+
+/// Realistic 200 bodies, captured from the demo dataset (`openapi/examples/`).
+fn success_example(operation: &str) -> Option<&'static str> {
+    Some(match operation {
+        "listNetworks" => include_str!("../../../openapi/examples/networks.json"),
+        "listMarkets" => include_str!("../../../openapi/examples/markets.json"),
+        "getMarket" => include_str!("../../../openapi/examples/market.json"),
+        "listMarketPositions" => include_str!("../../../openapi/examples/positions.json"),
+        "listWallets" => include_str!("../../../openapi/examples/wallets.json"),
+        "listLiquidityLevels" => include_str!("../../../openapi/examples/liquidity-levels.json"),
+        "listCandles" => include_str!("../../../openapi/examples/candles.json"),
+        "healthz" => r#"{"status":"ok"}"#,
+        "readyz" => r#"{"status":"ready"}"#,
+        _ => return None,
+    })
+}
+
+fn problem_example(status: &str, path: &str) -> Value {
+    let (kind, detail) = match status {
+        "400" => (ProblemKind::InvalidParameter, ""),
+        "401" => (ProblemKind::Unauthorized, "The X-API-Key header is missing; send your API key (it starts with `mds_`) in X-API-Key."),
+        "404" => (ProblemKind::NotFound, "Unknown asset `BTCX`; symbols are case-sensitive (e.g. BTC, kPEPE, xyz:TSLA); GET /v1/networks/perpnet/markets lists them."),
+        "406" => (ProblemKind::NotAcceptable, "This API only serves JSON; send `Accept: application/json` (or omit Accept)."),
+        "413" => (ProblemKind::PayloadTooLarge, "The request body is 1048576 bytes; this read-only API takes no body (at most 65536 bytes are accepted)."),
+        "431" => (ProblemKind::HeadersTooLarge, "The request headers total 20480 bytes; at most 16384 bytes are accepted."),
+        "503" => (ProblemKind::Unavailable, "The database is unreachable or busy. Retry after the number of seconds in Retry-After."),
+        _ => (ProblemKind::Internal, "The server failed to answer this request. Retry later; if it persists, report the requestId."),
+    };
+    let error = if kind == ProblemKind::InvalidParameter {
+        ApiError::param("limit", "must be an integer from 1 to 200; got `500`")
+    } else {
+        ApiError::new(kind, detail)
+    };
+    let mut problem = error.problem();
+    problem.instance = Some(
+        path.replace("{network}", "perpnet")
+            .replace("{asset}", "BTC"),
+    );
+    problem.request_id = Some("5f0c6a3e9b7d4c21".into());
+    serde_json::to_value(problem).expect("problems serialize")
+}
+
+fn set_examples(doc: &mut OpenApiDoc) {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        for op in [&mut item.get, &mut item.head].into_iter().flatten() {
+            let id = op.operation_id.clone().unwrap_or_default();
+            for (status, response) in op.responses.responses.iter_mut() {
+                let RefOr::T(response) = response else {
+                    continue;
+                };
+                for (media, content) in response.content.iter_mut() {
+                    content.example = if media == PROBLEM_JSON {
+                        Some(problem_example(status, path))
+                    } else {
+                        success_example(&id)
+                            .map(|e| serde_json::from_str(e).expect("examples are JSON"))
+                    };
+                }
+            }
+        }
+    }
+}
+
 /// The complete document: every `/v1` operation duplicated under `/api/developer/v1`
 /// with its own `operationId` (suffixed `Developer`).
 pub fn document() -> OpenApiDoc {
     let mut doc = ApiDoc::openapi();
     add_common_responses(&mut doc);
+    set_parameter_schemas(&mut doc);
+    set_examples(&mut doc);
     let v1: Vec<(String, PathItem)> = doc
         .paths
         .paths
