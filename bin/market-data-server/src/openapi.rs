@@ -3,7 +3,9 @@
 use market_model::{Direction, Interval, MarketSort, SizeClass, WalletSort};
 use pagination::LimitSpec;
 use serde_json::{json, Value};
-use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::openapi::schema::{
+    KnownFormat, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type,
+};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::openapi::{
     ContentBuilder, OpenApi as OpenApiDoc, PathItem, Ref, RefOr, Response, ResponseBuilder,
@@ -142,6 +144,14 @@ fn string_schema(
         .into()
 }
 
+/// An RFC 3339 instant or epoch milliseconds (at most 14 digits, i.e. before year 5138).
+fn instant_schema() -> Schema {
+    OneOfBuilder::new()
+        .item(string_schema(Some(KnownFormat::DateTime), None, None))
+        .item(string_schema(None, Some("^(0|[1-9][0-9]{0,13})$"), None))
+        .into()
+}
+
 /// The exact schema of every parameter: types, enums, defaults and bounds
 /// (utoipa's tuple parameters cannot express defaults, so they are set here).
 fn parameter_schema(operation: &str, name: &str) -> Option<Schema> {
@@ -156,10 +166,10 @@ fn parameter_schema(operation: &str, name: &str) -> Option<Schema> {
             WalletSort::NAMES,
             Some(WalletSort::AccountTotalValue.as_str()),
         ),
+        // Any value is accepted (only `asc` means ascending), so no bound is stated.
         (_, "order") => ObjectBuilder::new()
             .schema_type(Type::String)
             .default(Some(json!("desc")))
-            .max_length(Some(100))
             .into(),
         (_, "size") => string_enum(SizeClass::NAMES, None),
         (_, "direction") => string_enum(Direction::NAMES, None),
@@ -168,7 +178,7 @@ fn parameter_schema(operation: &str, name: &str) -> Option<Schema> {
         ("listLiquidityLevels", "limit") => limit_schema(routes::LIQUIDITY_LIMIT),
         ("listCandles", "limit") => limit_schema(routes::CANDLES_LIMIT),
         ("listCandles", "interval") => string_enum(Interval::NAMES, None),
-        ("listCandles", "from" | "to" | "cursor") => string_schema(None, None, Some(40)),
+        ("listCandles", "from" | "to" | "cursor") => instant_schema(),
         (_, "cursor") => string_schema(
             None,
             Some("^[A-Za-z0-9_-]+$"),

@@ -110,8 +110,9 @@ impl Params {
     }
 }
 
-/// Earliest and latest instants accepted (years 1970..=9999), epoch ms.
-const MIN_MS: i64 = 0;
+/// Earliest and latest instants accepted (0000-01-01 to 9999-12-31), epoch ms.
+/// Epoch-millisecond input is non-negative; RFC 3339 input may predate 1970.
+const MIN_MS: i64 = -62_167_219_200_000;
 const MAX_MS: i64 = 253_402_300_799_999;
 
 /// Parses an RFC 3339 instant (`2026-11-22T00:00:00Z`) or epoch milliseconds.
@@ -124,7 +125,7 @@ pub fn parse_instant_ms(v: &str) -> Result<i64, String> {
     };
     if !v.is_empty() && v.len() <= 16 && v.bytes().all(|b| b.is_ascii_digit()) {
         return match v.parse::<i64>() {
-            Ok(ms) if (MIN_MS..=MAX_MS).contains(&ms) => Ok(ms),
+            Ok(ms) if (0..=MAX_MS).contains(&ms) => Ok(ms),
             _ => Err(bad()),
         };
     }
