@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::support::{spawn_app, TestApp};
+use crate::support::{spawn_app, Backend, TestApp};
 
 const NET: &str = "/v1/networks/perpnet";
 
@@ -150,9 +150,8 @@ async fn data_digest(app: &TestApp) -> String {
     )
 }
 
-#[tokio::test]
-async fn every_rejection_is_a_problem_that_names_the_fix() {
-    let app = spawn_app().await;
+async fn every_rejection_is_a_problem_that_names_the_fix(backend: Backend) {
+    let app = spawn_app(backend).await;
     let before = data_digest(&app).await;
     let today = app.today();
     let from = today - time::Duration::days(3);
@@ -353,9 +352,8 @@ async fn every_rejection_is_a_problem_that_names_the_fix() {
     );
 }
 
-#[tokio::test]
-async fn only_public_routes_answer_without_a_key() {
-    let app = spawn_app().await;
+async fn only_public_routes_answer_without_a_key(backend: Backend) {
+    let app = spawn_app(backend).await;
     let doc: Value = app
         .request("/api-docs/openapi.json", None)
         .await
@@ -411,9 +409,8 @@ async fn only_public_routes_answer_without_a_key() {
     }
 }
 
-#[tokio::test]
-async fn revoked_and_expired_tokens_stop_working() {
-    let app = spawn_app().await;
+async fn revoked_and_expired_tokens_stop_working(backend: Backend) {
+    let app = spawn_app(backend).await;
     let token = market_data_server::tokens::generate();
     let rec = app
         .store
@@ -465,9 +462,8 @@ async fn revoked_and_expired_tokens_stop_working() {
     assert!(p["detail"].as_str().unwrap().contains("expired"), "{p}");
 }
 
-#[tokio::test]
-async fn usage_is_counted_per_token_day_endpoint_and_status_class() {
-    let app = spawn_app().await;
+async fn usage_is_counted_per_token_day_endpoint_and_status_class(backend: Backend) {
+    let app = spawn_app(backend).await;
     for _ in 0..3 {
         app.get_ok("/v1/networks").await;
     }
@@ -507,9 +503,10 @@ async fn usage_is_counted_per_token_day_endpoint_and_status_class() {
     assert!(app.store.list_tokens().unwrap()[0].last_used_at.is_some());
 }
 
-#[tokio::test]
-async fn a_saturated_database_gives_fast_503s_and_memory_served_data_keeps_flowing() {
-    let app = spawn_app().await;
+async fn a_saturated_database_gives_fast_503s_and_memory_served_data_keeps_flowing(
+    backend: Backend,
+) {
+    let app = spawn_app(backend).await;
     app.get_ok("/v1/networks").await; // caches the token
     let held: Vec<_> = (0..market_store::PoolOptions::default().max_size)
         .map(|_| app.store.conn().unwrap())
@@ -539,3 +536,11 @@ async fn a_saturated_database_gives_fast_503s_and_memory_served_data_keeps_flowi
     .await;
     assert_eq!(app.request("/readyz", None).await.status().as_u16(), 200);
 }
+
+crate::on_both_backends!(
+    every_rejection_is_a_problem_that_names_the_fix,
+    only_public_routes_answer_without_a_key,
+    revoked_and_expired_tokens_stop_working,
+    usage_is_counted_per_token_day_endpoint_and_status_class,
+    a_saturated_database_gives_fast_503s_and_memory_served_data_keeps_flowing,
+);

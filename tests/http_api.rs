@@ -1,6 +1,7 @@
 //! Black-box HTTP tests: the real app on a real SQLite file, called over real HTTP.
 
 mod error_contract;
+mod postgres_scaleout;
 mod schema_conformance;
 mod support;
 
@@ -8,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bigdecimal::BigDecimal;
 use serde_json::Value;
-use support::{dec, spawn_app, TestApp};
+use support::{dec, spawn_app, Backend, TestApp};
 
 const NET: &str = "/v1/networks/perpnet";
 
@@ -45,9 +46,8 @@ async fn walk(app: &TestApp, path: &str, items_key: &str) -> (Vec<Value>, usize)
     (out, pages)
 }
 
-#[tokio::test]
-async fn networks_lists_perpnet_with_asset_count() {
-    let app = spawn_app().await;
+async fn networks_lists_perpnet_with_asset_count(backend: Backend) {
+    let app = spawn_app(backend).await;
     let body = app.get_ok("/v1/networks").await;
     let items = body["items"].as_array().unwrap();
     assert_eq!(items.len(), 1);
@@ -60,9 +60,8 @@ async fn networks_lists_perpnet_with_asset_count() {
     assert!(body["nextCursor"].is_null());
 }
 
-#[tokio::test]
-async fn both_prefixes_answer_identically() {
-    let app = spawn_app().await;
+async fn both_prefixes_answer_identically(backend: Backend) {
+    let app = spawn_app(backend).await;
     let day = app.today();
     for path in [
         "/networks".to_owned(),
@@ -82,9 +81,8 @@ async fn both_prefixes_answer_identically() {
     }
 }
 
-#[tokio::test]
-async fn markets_sort_and_order() {
-    let app = spawn_app().await;
+async fn markets_sort_and_order(backend: Backend) {
+    let app = spawn_app(backend).await;
     let items = all_markets(&app).await;
     assert!(
         items.len() >= 150,
@@ -143,9 +141,8 @@ async fn markets_sort_and_order() {
     assert_eq!(p["invalidParams"][0]["name"], "sort");
 }
 
-#[tokio::test]
-async fn market_fields_are_exact_strings_and_integers() {
-    let app = spawn_app().await;
+async fn market_fields_are_exact_strings_and_integers(backend: Backend) {
+    let app = spawn_app(backend).await;
     for m in all_markets(&app).await {
         for key in [
             "price",
@@ -172,9 +169,8 @@ async fn market_fields_are_exact_strings_and_integers() {
     }
 }
 
-#[tokio::test]
-async fn market_detail_matches_list_and_resolves_symbols() {
-    let app = spawn_app().await;
+async fn market_detail_matches_list_and_resolves_symbols(backend: Backend) {
+    let app = spawn_app(backend).await;
     let items = all_markets(&app).await;
     for m in items.iter().take(20) {
         let sym = m["symbol"].as_str().unwrap();
@@ -206,9 +202,8 @@ async fn market_detail_matches_list_and_resolves_symbols() {
     app.get_problem("/v1/networks/PERPNET/markets", 404).await;
 }
 
-#[tokio::test]
-async fn whale_positions_order_limits_and_pages() {
-    let app = spawn_app().await;
+async fn whale_positions_order_limits_and_pages(backend: Backend) {
+    let app = spawn_app(backend).await;
     let btc = app.get_ok(&format!("{NET}/markets/BTC")).await;
     let body = app
         .get_ok(&format!("{NET}/markets/BTC/whale-positions"))
@@ -307,9 +302,8 @@ async fn whale_positions_order_limits_and_pages() {
         .await;
 }
 
-#[tokio::test]
-async fn some_positions_have_no_liquidation_price() {
-    let app = spawn_app().await;
+async fn some_positions_have_no_liquidation_price(backend: Backend) {
+    let app = spawn_app(backend).await;
     let mut nulls = 0;
     for m in all_markets(&app).await.iter().take(10) {
         let sym = support::enc(m["symbol"].as_str().unwrap());
@@ -327,9 +321,8 @@ async fn some_positions_have_no_liquidation_price() {
     );
 }
 
-#[tokio::test]
-async fn wallets_filters_sorts_and_pages() {
-    let app = spawn_app().await;
+async fn wallets_filters_sorts_and_pages(backend: Backend) {
+    let app = spawn_app(backend).await;
     let first = app.get_ok(&format!("{NET}/wallets")).await;
     assert_eq!(first["coverage"], "scanned_wallets");
     assert_eq!(first["items"].as_array().unwrap().len(), 25);
@@ -466,9 +459,8 @@ async fn wallets_filters_sorts_and_pages() {
     }
 }
 
-#[tokio::test]
-async fn unknown_and_repeated_parameters_are_rejected() {
-    let app = spawn_app().await;
+async fn unknown_and_repeated_parameters_are_rejected(backend: Backend) {
+    let app = spawn_app(backend).await;
     let p = app
         .get_problem(&format!("{NET}/wallets?sizee=whale"), 400)
         .await;
@@ -484,9 +476,8 @@ async fn unknown_and_repeated_parameters_are_rejected() {
     app.get_problem("/v1/networks?x=1", 400).await;
 }
 
-#[tokio::test]
-async fn liquidity_levels_windows_and_current_day() {
-    let app = spawn_app().await;
+async fn liquidity_levels_windows_and_current_day(backend: Backend) {
+    let app = spawn_app(backend).await;
     let today = app.today();
     let from = today - time::Duration::days(89);
     let body = app
@@ -624,9 +615,8 @@ async fn liquidity_levels_windows_and_current_day() {
     assert_eq!(tsla["items"][0]["canonicalAsset"], "TSLA");
 }
 
-#[tokio::test]
-async fn candles_intervals_windows_and_rollups() {
-    let app = spawn_app().await;
+async fn candles_intervals_windows_and_rollups(backend: Backend) {
+    let app = spawn_app(backend).await;
     let body = app
         .get_ok(&format!("{NET}/markets/BTC/candles?interval=1h"))
         .await;
@@ -785,9 +775,8 @@ async fn candles_intervals_windows_and_rollups() {
         .await;
 }
 
-#[tokio::test]
-async fn cross_endpoint_invariants_hold() {
-    let app = spawn_app().await;
+async fn cross_endpoint_invariants_hold(backend: Backend) {
+    let app = spawn_app(backend).await;
     let markets = all_markets(&app).await;
     let (wallets, _) = walk(&app, &format!("{NET}/wallets?limit=200"), "items").await;
     let mut long_by_wallet: HashMap<String, BigDecimal> = HashMap::new();
@@ -922,9 +911,8 @@ async fn cross_endpoint_invariants_hold() {
     }
 }
 
-#[tokio::test]
-async fn authentication_is_required_except_on_public_routes() {
-    let app = spawn_app().await;
+async fn authentication_is_required_except_on_public_routes(backend: Backend) {
+    let app = spawn_app(backend).await;
     let paths = [
         "/v1/networks".to_owned(),
         format!("{NET}/markets"),
@@ -999,9 +987,8 @@ async fn authentication_is_required_except_on_public_routes() {
     }
 }
 
-#[tokio::test]
-async fn errors_are_problem_details() {
-    let app = spawn_app().await;
+async fn errors_are_problem_details(backend: Backend) {
+    let app = spawn_app(backend).await;
     let p = app.get_problem("/v1/nothing", 404).await;
     assert_eq!(p["instance"], "/v1/nothing");
     let p = app.get_problem("/no/such/path", 404).await;
@@ -1051,15 +1038,14 @@ async fn errors_are_problem_details() {
     }
 }
 
-#[tokio::test]
-async fn a_server_fault_is_a_generic_500_problem() {
+async fn a_server_fault_is_a_generic_500_problem(backend: Backend) {
     use diesel::connection::SimpleConnection;
-    let app = spawn_app().await;
-    // Corrupt one stored candle behind the app's back: reading it must fail cleanly.
+    let app = spawn_app(backend).await;
+    // Break the candle table behind the app's back: reading it must fail cleanly.
     app.store
         .conn()
         .unwrap()
-        .batch_execute("UPDATE candles SET open = 'not-a-number' WHERE symbol = 'ETH'")
+        .batch_execute("ALTER TABLE candles RENAME TO candles_moved")
         .unwrap();
     let res = app
         .request(
@@ -1075,10 +1061,27 @@ async fn a_server_fault_is_a_generic_500_problem() {
     assert_eq!(p["requestId"], rid.as_str());
     let detail = p["detail"].as_str().unwrap();
     assert!(
-        !detail.contains("not-a-number") && !detail.to_lowercase().contains("sql"),
+        !detail.contains("candles") && !detail.to_lowercase().contains("sql"),
         "no internals leak: {detail}"
     );
-    // other assets are unaffected
-    app.get_ok(&format!("{NET}/markets/BTC/candles?interval=1h&limit=5"))
-        .await;
+    // memory-served data is unaffected
+    app.get_ok(&format!("{NET}/markets/ETH")).await;
 }
+
+crate::on_both_backends!(
+    networks_lists_perpnet_with_asset_count,
+    both_prefixes_answer_identically,
+    markets_sort_and_order,
+    market_fields_are_exact_strings_and_integers,
+    market_detail_matches_list_and_resolves_symbols,
+    whale_positions_order_limits_and_pages,
+    some_positions_have_no_liquidation_price,
+    wallets_filters_sorts_and_pages,
+    unknown_and_repeated_parameters_are_rejected,
+    liquidity_levels_windows_and_current_day,
+    candles_intervals_windows_and_rollups,
+    cross_endpoint_invariants_hold,
+    authentication_is_required_except_on_public_routes,
+    errors_are_problem_details,
+    a_server_fault_is_a_generic_500_problem,
+);

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::support::{enc, spawn_app, TestApp};
+use crate::support::{enc, spawn_app, Backend, TestApp};
 
 /// The validator for one operation's response schema, with the document's
 /// components available for `$ref`s (OpenAPI 3.1 schemas are JSON Schema 2020-12).
@@ -42,9 +42,8 @@ async fn check(app: &TestApp, doc: &Value, template: &str, url: &str, checked: &
     *checked += 1;
 }
 
-#[tokio::test]
-async fn every_response_validates_against_the_document() {
-    let app = spawn_app().await;
+async fn every_response_validates_against_the_document(backend: Backend) {
+    let app = spawn_app(backend).await;
     let doc: Value = app
         .request("/api-docs/openapi.json", None)
         .await
@@ -153,3 +152,5 @@ fn the_documented_examples_validate_against_their_schemas() {
     }
     assert!(checked > 50);
 }
+
+crate::on_both_backends!(every_response_validates_against_the_document,);

@@ -1,77 +1,250 @@
-//! Test harness: a seeded SQLite template copied per test, the real app on
+//! Test harness: a seeded template database (SQLite file, and PostgreSQL
+//! database when `TEST_DATABASE_URL` is set) copied per test, the real app on
 //! port 0, a real HTTP client.
 
 #![allow(dead_code)]
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use bigdecimal::BigDecimal;
+use diesel::connection::SimpleConnection;
+use diesel::Connection;
 use market_data_server::{app, seed, state::AppState, tokens};
 use market_store::{PoolOptions, Store};
 use serde_json::Value;
-use time::Date;
+use time::{Date, OffsetDateTime};
 
 /// Wallets in the test dataset (the demo generator at a smaller scale).
 pub const WALLETS: usize = 400;
 /// Seed of the test dataset.
 pub const SEED: u64 = 7;
 
-struct Template {
-    dir: PathBuf,
-    today: Date,
+/// Where a test's database lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
 }
 
-fn template() -> &'static Template {
-    static T: OnceLock<Template> = OnceLock::new();
+/// The PostgreSQL server for tests, from `TEST_DATABASE_URL` (any database on it;
+/// tests create and drop their own).
+pub fn pg_admin_url() -> Option<String> {
+    std::env::var("TEST_DATABASE_URL")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// `url` with its database name replaced.
+pub fn pg_url_for(url: &str, db: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let path_start = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    let mut out = format!("{}/{db}", &base[..path_start]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+fn pg_admin() -> diesel::PgConnection {
+    let url = pg_admin_url().expect("TEST_DATABASE_URL");
+    diesel::PgConnection::establish(&url)
+        .unwrap_or_else(|e| panic!("TEST_DATABASE_URL is set but PostgreSQL is unreachable ({e}); unset it to skip the PostgreSQL suite"))
+}
+
+fn pid_alive(pid: &str) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// A database created for one test (or template) and dropped afterwards.
+pub struct PgDatabase {
+    pub name: String,
+    pub url: String,
+}
+
+impl PgDatabase {
+    /// An empty database, or a copy of `template`.
+    pub fn create(template: Option<&str>) -> PgDatabase {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let pid = std::process::id();
+        let name = format!("mds_test_{pid}_{}", COUNTER.fetch_add(1, Ordering::SeqCst));
+        let mut admin = pg_admin();
+        let sql = match template {
+            Some(t) => format!("CREATE DATABASE {name} TEMPLATE {t}"),
+            None => format!("CREATE DATABASE {name}"),
+        };
+        admin
+            .batch_execute(&sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        PgDatabase {
+            url: pg_url_for(&pg_admin_url().unwrap(), &name),
+            name,
+        }
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        if let Ok(mut admin) = diesel::PgConnection::establish(&pg_admin_url().unwrap_or_default())
+        {
+            let _ = admin.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+/// Drops databases left behind by test processes that no longer exist.
+fn drop_stale_pg_databases() {
+    use diesel::prelude::*;
+    #[derive(QueryableByName)]
+    struct Name {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        datname: String,
+    }
+    let mut admin = pg_admin();
+    let names: Vec<Name> =
+        diesel::sql_query("SELECT datname FROM pg_database WHERE datname LIKE 'mds\\_test\\_%'")
+            .load(&mut admin)
+            .unwrap();
+    for n in names {
+        let pid = n.datname.split('_').nth(2).unwrap_or("");
+        if !pid_alive(pid) {
+            let _ = admin.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                n.datname
+            ));
+        }
+    }
+}
+
+struct Templates {
+    sqlite_dir: PathBuf,
+    postgres: Option<PgDatabase>,
+    now: OffsetDateTime,
+}
+
+/// The instant every test dataset is generated at (shared, so both backends hold identical data).
+pub fn seeded_at() -> OffsetDateTime {
+    templates().now
+}
+
+fn templates() -> &'static Templates {
+    static T: OnceLock<Templates> = OnceLock::new();
     T.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("mds-template-")
-            .tempdir()
-            .unwrap()
-            .keep();
-        let db = dir.join("template.db");
-        let store = Store::open(db.to_str().unwrap(), PoolOptions::default()).unwrap();
+        let now = OffsetDateTime::now_utc().replace_nanosecond(0).unwrap();
+        let sqlite_dir = tempfile::Builder::new().prefix("mds-template-").tempdir().unwrap().keep();
+        let store = Store::open(sqlite_dir.join("template.db").to_str().unwrap(), PoolOptions::default()).unwrap();
         store.migrate().unwrap();
-        seed::seed_demo(&store, WALLETS, SEED).unwrap();
-        let today = store.latest_snapshot().unwrap().unwrap().observed_at.date();
-        // Fold the WAL into the main file so a plain copy is complete.
-        drop(store);
-        Template { dir, today }
+        seed::seed_demo_at(&store, WALLETS, SEED, now).unwrap();
+        drop(store); // folds the WAL into the file so a plain copy is complete
+        let postgres = pg_admin_url().map(|_| {
+            drop_stale_pg_databases();
+            let db = PgDatabase::create(None);
+            let store = Store::open(&db.url, PoolOptions::default()).unwrap();
+            store.migrate().unwrap();
+            seed::seed_demo_at(&store, WALLETS, SEED, now).unwrap();
+            drop(store);
+            // A template must have no open connections while it is copied.
+            pg_admin()
+                .batch_execute(&format!(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' AND pid <> pg_backend_pid()",
+                    db.name
+                ))
+                .unwrap();
+            db
+        });
+        Templates { sqlite_dir, postgres, now }
     })
 }
 
-fn copy_db(from_dir: &Path, to: &Path) {
-    std::fs::copy(from_dir.join("template.db"), to).unwrap();
-    for ext in ["-wal", "-shm"] {
-        let src = from_dir.join(format!("template.db{ext}"));
-        if src.exists() {
-            std::fs::copy(&src, to.with_file_name(format!("app.db{ext}"))).unwrap();
+/// A fresh database for one test, holding the seeded template data.
+pub enum TestDatabase {
+    Sqlite {
+        url: String,
+        _dir: tempfile::TempDir,
+    },
+    Postgres(PgDatabase),
+    /// Another app's database (a second replica); not dropped by this handle.
+    Shared(String),
+}
+
+impl TestDatabase {
+    pub fn url(&self) -> &str {
+        match self {
+            TestDatabase::Sqlite { url, .. } => url,
+            TestDatabase::Postgres(db) => &db.url,
+            TestDatabase::Shared(url) => url,
+        }
+    }
+
+    /// The PostgreSQL database name, if any.
+    pub fn pg_name(&self) -> Option<&str> {
+        match self {
+            TestDatabase::Postgres(db) => Some(&db.name),
+            _ => None,
+        }
+    }
+}
+
+/// An admin connection to the test PostgreSQL server.
+pub fn pg_admin_connection() -> diesel::PgConnection {
+    pg_admin()
+}
+
+/// A copy of the seeded template on `backend`.
+pub fn seeded_database(backend: Backend) -> TestDatabase {
+    let t = templates();
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("app.db");
+            std::fs::copy(t.sqlite_dir.join("template.db"), &db).unwrap();
+            TestDatabase::Sqlite {
+                url: db.to_str().unwrap().to_owned(),
+                _dir: dir,
+            }
+        }
+        Backend::Postgres => {
+            let template = t.postgres.as_ref().expect("TEST_DATABASE_URL is set");
+            TestDatabase::Postgres(PgDatabase::create(Some(&template.name)))
         }
     }
 }
 
 /// A running app on its own copy of the seeded database.
 pub struct TestApp {
+    pub backend: Backend,
     pub addr: String,
     pub token: String,
     pub client: reqwest::Client,
     pub wallets: usize,
     pub store: Store,
-    pub state: std::sync::Arc<AppState>,
+    pub state: Arc<AppState>,
     today: Date,
-    _dir: tempfile::TempDir,
+    // Dropped last: the database outlives the handles above.
+    pub db: TestDatabase,
 }
 
 /// Starts the real app on a fresh copy of the seeded database.
-pub async fn spawn_app() -> TestApp {
-    let t = template();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("app.db");
-    copy_db(&t.dir, &db);
-    let store = Store::open(db.to_str().unwrap(), PoolOptions::default()).unwrap();
+pub async fn spawn_app(backend: Backend) -> TestApp {
+    let db = seeded_database(backend);
+    start_app(backend, db, PoolOptions::default()).await
+}
+
+/// Starts the real app on `db`.
+pub async fn start_app(backend: Backend, db: TestDatabase, pool: PoolOptions) -> TestApp {
+    let store = Store::open(db.url(), pool).unwrap();
     store.migrate().unwrap();
     let token = tokens::generate();
     store
@@ -83,14 +256,19 @@ pub async fn spawn_app() -> TestApp {
     let server = app::serve(listener, state.clone(), 1).unwrap();
     tokio::spawn(server);
     TestApp {
+        backend,
         addr,
         token,
-        client: reqwest::Client::new(),
+        // Idle connections are dropped before the server's 5 s keep-alive closes them.
+        client: reqwest::Client::builder()
+            .pool_idle_timeout(std::time::Duration::from_secs(2))
+            .build()
+            .unwrap(),
         wallets: WALLETS,
         store,
         state,
-        today: t.today,
-        _dir: dir,
+        today: templates().now.date(),
+        db,
     }
 }
 
@@ -158,6 +336,34 @@ impl TestApp {
     }
 }
 
+/// Runs each listed `async fn(Backend)` as a test on SQLite, and on PostgreSQL
+/// when `TEST_DATABASE_URL` is set.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name($crate::support::Backend::Sqlite).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    if $crate::support::pg_admin_url().is_none() {
+                        eprintln!("TEST_DATABASE_URL is not set: the PostgreSQL variant is skipped");
+                        return;
+                    }
+                    super::$name($crate::support::Backend::Postgres).await
+                }
+            )*
+        }
+    };
+}
+
 /// A JSON decimal string as a BigDecimal (panics on anything else).
 pub fn dec(v: &Value) -> BigDecimal {
     let s = v
@@ -180,4 +386,17 @@ pub fn is_plain_decimal(s: &str) -> bool {
 /// Percent-encodes a query or path value.
 pub fn enc(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+#[test]
+fn pg_urls_swap_the_database() {
+    assert_eq!(
+        pg_url_for("postgres://u@h:5432/postgres", "x"),
+        "postgres://u@h:5432/x"
+    );
+    assert_eq!(
+        pg_url_for("postgresql://u:p@h/db?sslmode=disable", "x"),
+        "postgresql://u:p@h/x?sslmode=disable"
+    );
+    assert_eq!(pg_url_for("postgres://h", "x"), "postgres://h/x");
 }

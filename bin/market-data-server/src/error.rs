@@ -32,7 +32,7 @@ pub struct Problem {
     #[schema(example = "urn:market-data:problem:invalid-parameter")]
     pub type_uri: &'static str,
     /// Short, stable summary of the problem type.
-    #[schema(example = "Invalid query parameter")]
+    #[schema(example = "Invalid request parameter")]
     pub title: &'static str,
     /// HTTP status code.
     #[schema(example = 400, minimum = 400, maximum = 599)]

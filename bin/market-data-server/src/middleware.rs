@@ -247,7 +247,11 @@ async fn authenticate(req: &ServiceRequest) -> Result<TokenId, ApiError> {
         ApiError::unauthorized("The API key is not known to this server; create one with `market-data-server token create --name NAME`.")
     };
     if !tokens::well_formed(key) {
-        return Err(unknown());
+        return Err(ApiError::unauthorized(format!(
+            "The API key is malformed: after `{}` come {} characters of A-Z, a-z, 0-9, `-` and `_`; send the key exactly as issued.",
+            tokens::TOKEN_PREFIX,
+            tokens::SECRET_LEN
+        )));
     }
     // Hash first, then look up by hash: no secret is ever compared byte by byte.
     let hash = tokens::hash(key);

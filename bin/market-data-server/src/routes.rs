@@ -40,6 +40,19 @@ pub fn json<T: Serialize>(body: &T) -> HttpResponse {
         .body(serde_json::to_vec(body).expect("responses serialize"))
 }
 
+/// Header naming the data version a response was computed from.
+pub const DATA_VERSION: &str = "X-Data-Version";
+
+/// Serializes a body computed from `snapshot`, naming its data version.
+fn versioned<T: Serialize>(snapshot: &Snapshot, body: &T) -> HttpResponse {
+    let mut res = json(body);
+    res.headers_mut().insert(
+        header::HeaderName::from_static("x-data-version"),
+        header::HeaderValue::from(snapshot.version),
+    );
+    res
+}
+
 fn check_network(network: &str) -> Result<(), ApiError> {
     if network == NETWORK_ID {
         Ok(())
@@ -89,14 +102,17 @@ fn cursor_error(e: CursorError) -> ApiError {
 pub async fn list_networks(req: HttpRequest, state: Data) -> Result<HttpResponse, ApiError> {
     Params::parse(req.query_string(), &[])?;
     let snapshot = state.snapshot();
-    Ok(json(&NetworkList {
-        items: vec![NetworkItem {
-            network: NETWORK_ID.to_owned(),
-            display_name: "Perpnet (Hyperliquid-style perpetuals)".to_owned(),
-            scan_asset_count: snapshot.asset_count() as u32,
-        }],
-        next_cursor: None,
-    }))
+    Ok(versioned(
+        &snapshot,
+        &NetworkList {
+            items: vec![NetworkItem {
+                network: NETWORK_ID.to_owned(),
+                display_name: "Perpnet (Hyperliquid-style perpetuals)".to_owned(),
+                scan_asset_count: snapshot.asset_count() as u32,
+            }],
+            next_cursor: None,
+        },
+    ))
 }
 
 /// List markets.
@@ -135,10 +151,13 @@ pub async fn list_markets(
         .unwrap_or(MarketSort::Volume24h);
     let order = SortOrder::parse_lenient(params.get("order"));
     let snapshot = state.snapshot();
-    Ok(json(&MarketList {
-        items: snapshot.markets(sort, order).cloned().collect(),
-        coverage: Coverage::ScannedWallets,
-    }))
+    Ok(versioned(
+        &snapshot,
+        &MarketList {
+            items: snapshot.markets(sort, order).cloned().collect(),
+            coverage: Coverage::ScannedWallets,
+        },
+    ))
 }
 
 /// Get one market.
@@ -174,7 +193,7 @@ pub async fn get_market(
     Params::parse(req.query_string(), &[])?;
     let snapshot = state.snapshot();
     let index = resolve_asset(&snapshot, &asset)?;
-    Ok(json(snapshot.market(index)))
+    Ok(versioned(&snapshot, snapshot.market(index)))
 }
 
 /// List the positions in one market.
@@ -245,11 +264,14 @@ pub async fn list_positions(
         )),
         _ => None,
     };
-    Ok(json(&PositionList {
-        items: page.items.into_iter().cloned().collect(),
-        next_cursor,
-        coverage: Coverage::ScannedWallets,
-    }))
+    Ok(versioned(
+        &snapshot,
+        &PositionList {
+            items: page.items.into_iter().cloned().collect(),
+            next_cursor,
+            coverage: Coverage::ScannedWallets,
+        },
+    ))
 }
 
 /// List wallets.
@@ -341,12 +363,15 @@ pub async fn list_wallets(
         }
         _ => None,
     };
-    Ok(json(&WalletList {
-        items: page.items.into_iter().cloned().collect(),
-        next_cursor,
-        total: total as u64,
-        coverage: Coverage::ScannedWallets,
-    }))
+    Ok(versioned(
+        &snapshot,
+        &WalletList {
+            items: page.items.into_iter().cloned().collect(),
+            next_cursor,
+            total: total as u64,
+            coverage: Coverage::ScannedWallets,
+        },
+    ))
 }
 
 /// List daily liquidation levels.
@@ -470,13 +495,16 @@ pub async fn list_liquidity_levels(
     } else {
         None
     };
-    Ok(json(&LiquidityLevelsList {
-        from_date: from,
-        to_date: to,
-        granularity: "day".to_owned(),
-        items,
-        next_cursor,
-    }))
+    Ok(versioned(
+        &snapshot,
+        &LiquidityLevelsList {
+            from_date: from,
+            to_date: to,
+            granularity: "day".to_owned(),
+            items,
+            next_cursor,
+        },
+    ))
 }
 
 /// Get candles.
@@ -605,14 +633,17 @@ pub async fn list_candles(
     } else {
         None
     };
-    Ok(json(&CandleSeries {
-        network: NETWORK_ID.to_owned(),
-        canonical_asset: market_model::symbol::canonical_of(&symbol).to_owned(),
-        coin: symbol,
-        interval,
-        candles,
-        next_cursor,
-    }))
+    Ok(versioned(
+        &snapshot,
+        &CandleSeries {
+            network: NETWORK_ID.to_owned(),
+            canonical_asset: market_model::symbol::canonical_of(&symbol).to_owned(),
+            coin: symbol,
+            interval,
+            candles,
+            next_cursor,
+        },
+    ))
 }
 
 /// Liveness: the process answers.

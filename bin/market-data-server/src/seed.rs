@@ -43,12 +43,22 @@ impl Default for ProgressPrinter {
     }
 }
 
-/// Replaces the data with the deterministic demo dataset; returns the new data version.
+/// Replaces the data with the deterministic demo dataset as of now; returns the new data version.
 pub fn seed_demo(store: &Store, wallets: usize, seed: u64) -> anyhow::Result<i64> {
+    seed_demo_at(store, wallets, seed, time::OffsetDateTime::now_utc())
+}
+
+/// Replaces the data with the demo dataset as of `now` (the same `now`, seed
+/// and wallet count give the same data on every backend).
+pub fn seed_demo_at(
+    store: &Store,
+    wallets: usize,
+    seed: u64,
+    now: time::OffsetDateTime,
+) -> anyhow::Result<i64> {
     let started = Instant::now();
     let mut printer = ProgressPrinter::new();
     eprintln!("generating demo data: {wallets} wallets, seed {seed}");
-    let now = time::OffsetDateTime::now_utc();
     let DemoData {
         scan,
         history_days,

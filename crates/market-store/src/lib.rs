@@ -38,13 +38,53 @@ pub enum StoreError {
     Unavailable(String),
     /// A query failed.
     #[error(transparent)]
-    Query(#[from] diesel::result::Error),
+    Query(diesel::result::Error),
     /// Migrations failed.
     #[error("migration failed: {0}")]
     Migration(String),
     /// Stored data does not decode into the model.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+}
+
+/// Messages of errors that mean "the database is not reachable right now"
+/// rather than "this query is wrong" (PostgreSQL restarts, failovers,
+/// terminated backends; SQLite lock contention past `busy_timeout`).
+const UNAVAILABLE_MESSAGES: &[&str] = &[
+    "terminating connection",
+    "server closed the connection",
+    "connection to server",
+    "no connection to the server",
+    "the database system is shutting down",
+    "the database system is starting up",
+    "the database system is in recovery mode",
+    "could not connect to server",
+    "database is locked",
+    "database is busy",
+];
+
+impl From<diesel::result::Error> for StoreError {
+    fn from(e: diesel::result::Error) -> Self {
+        use diesel::result::{DatabaseErrorKind, Error};
+        match e {
+            // The pool discards such connections (test on checkout), so the next
+            // request reconnects by itself.
+            Error::DatabaseError(DatabaseErrorKind::ClosedConnection, info) => {
+                StoreError::Unavailable(info.message().to_owned())
+            }
+            Error::DatabaseError(_, ref info)
+                if UNAVAILABLE_MESSAGES
+                    .iter()
+                    .any(|m| info.message().contains(m)) =>
+            {
+                StoreError::Unavailable(info.message().to_owned())
+            }
+            Error::BrokenTransactionManager => {
+                StoreError::Unavailable("the connection broke mid-transaction".into())
+            }
+            other => StoreError::Query(other),
+        }
+    }
 }
 
 /// Pool settings.

@@ -1,4 +1,4 @@
-//! Repository tests on a real SQLite file.
+//! Repository tests on a real SQLite file, and on PostgreSQL when `TEST_DATABASE_URL` is set.
 
 use market_model::*;
 use time::macros::{date, datetime};
@@ -9,16 +9,63 @@ fn d(s: &str) -> Decimal {
     s.parse().unwrap()
 }
 
-fn store() -> (Store, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(
-        dir.path().join("t.db").to_str().unwrap(),
-        PoolOptions::default(),
-    )
-    .unwrap();
+/// Keeps a test database alive; dropping it removes the database.
+enum Guard {
+    Sqlite(#[allow(dead_code)] tempfile::TempDir),
+    Postgres { admin_url: String, name: String },
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        use diesel::connection::SimpleConnection;
+        use diesel::Connection;
+        if let Guard::Postgres { admin_url, name } = self {
+            if let Ok(mut admin) = diesel::PgConnection::establish(admin_url) {
+                let _ =
+                    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            }
+        }
+    }
+}
+
+fn migrated(url: &str) -> Store {
+    let store = Store::open(url, PoolOptions::default()).unwrap();
     assert_eq!(store.migrate().unwrap(), 1);
     assert_eq!(store.migrate().unwrap(), 0, "migrations are idempotent");
-    (store, dir)
+    store
+}
+
+/// A fresh, migrated SQLite store, plus a PostgreSQL one when `TEST_DATABASE_URL` is set.
+fn stores() -> Vec<(Store, Guard)> {
+    use diesel::connection::SimpleConnection;
+    use diesel::Connection;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let dir = tempfile::tempdir().unwrap();
+    let mut out = vec![(
+        migrated(dir.path().join("t.db").to_str().unwrap()),
+        Guard::Sqlite(dir),
+    )];
+    if let Some(admin_url) = std::env::var("TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    {
+        let name = format!(
+            "mds_store_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        let mut admin = diesel::PgConnection::establish(&admin_url).unwrap_or_else(|e| {
+            panic!("TEST_DATABASE_URL is set but PostgreSQL is unreachable: {e}")
+        });
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        let base = admin_url.split('?').next().unwrap();
+        let url = format!("{}/{name}", &base[..base.rfind('/').unwrap()]);
+        out.push((migrated(&url), Guard::Postgres { admin_url, name }));
+    }
+    out
 }
 
 fn market(symbol: &str, price: &str) -> Market {
@@ -34,7 +81,7 @@ fn market(symbol: &str, price: &str) -> Market {
         long_short_ratio: d("1.0000"),
         total_liquidation_value: d("12.34"),
         long_liquidation_value: d("12.34"),
-        short_liquidation_value: d("0"),
+        short_liquidation_value: d("0.0000"),
     }
 }
 
@@ -180,128 +227,133 @@ fn write_dataset(store: &Store) -> i64 {
 
 #[test]
 fn snapshot_round_trips_exactly() {
-    let (store, _dir) = store();
-    assert!(store.latest_snapshot().unwrap().is_none());
-    let v = write_dataset(&store);
-    let meta = store.latest_snapshot().unwrap().unwrap();
-    assert_eq!(meta.version, v);
-    let loaded = store.load_snapshot(&meta).unwrap();
-    assert_eq!(
-        loaded.markets,
-        vec![market("BTC", "92391.3380"), market("xyz:TSLA", "354.748")]
-    );
-    // exact text survives: no binary-float round trip
-    assert_eq!(
-        loaded.markets[0].volume24h.to_string(),
-        "123456789012345678901234567890.123456789"
-    );
-    assert_eq!(loaded.markets[0].open_interest.to_string(), "0.0000001");
-    assert_eq!(loaded.wallets, vec![wallet("0xaa")]);
-    let mut expected = position("0xaa", "BTC");
-    expected.label = Some("Fund \"A\"".into());
-    expected.tags = vec!["fund".into(), "smart-money".into()];
-    assert_eq!(loaded.positions, vec![expected]);
-    assert_eq!(
-        loaded.current_days[0].levels,
-        day(date!(2026 - 11 - 22), "BTC", Coverage::Current).levels
-    );
-    assert_eq!(loaded.current_days[1].canonical_asset, "TSLA");
+    for (store, _guard) in stores() {
+        assert!(store.latest_snapshot().unwrap().is_none());
+        let v = write_dataset(&store);
+        let meta = store.latest_snapshot().unwrap().unwrap();
+        assert_eq!(meta.version, v);
+        let loaded = store.load_snapshot(&meta).unwrap();
+        assert_eq!(
+            loaded.markets,
+            vec![market("BTC", "92391.3380"), market("xyz:TSLA", "354.748")]
+        );
+        // exact text survives: no binary-float round trip
+        assert_eq!(
+            loaded.markets[0].volume24h.to_string(),
+            "123456789012345678901234567890.123456789"
+        );
+        assert_eq!(loaded.markets[0].open_interest.to_string(), "0.0000001");
+        assert_eq!(loaded.wallets, vec![wallet("0xaa")]);
+        let mut expected = position("0xaa", "BTC");
+        expected.label = Some("Fund \"A\"".into());
+        expected.tags = vec!["fund".into(), "smart-money".into()];
+        assert_eq!(loaded.positions, vec![expected]);
+        assert_eq!(
+            loaded.current_days[0].levels,
+            day(date!(2026 - 11 - 22), "BTC", Coverage::Current).levels
+        );
+        assert_eq!(loaded.current_days[1].canonical_asset, "TSLA");
+    }
 }
 
 #[test]
 fn reseeding_replaces_data_and_bumps_the_version() {
-    let (store, _dir) = store();
-    let v1 = write_dataset(&store);
-    let v2 = write_dataset(&store);
-    assert!(v2 > v1, "versions stay monotonic so servers notice");
-    assert_eq!(store.latest_snapshot().unwrap().unwrap().version, v2);
+    for (store, _guard) in stores() {
+        let v1 = write_dataset(&store);
+        let v2 = write_dataset(&store);
+        assert!(v2 > v1, "versions stay monotonic so servers notice");
+        assert_eq!(store.latest_snapshot().unwrap().unwrap().version, v2);
+    }
 }
 
 #[test]
 fn liquidity_history_pages_by_date_then_symbol() {
-    let (store, _dir) = store();
-    write_dataset(&store);
-    let (from, to) = (date!(2026 - 11 - 01), date!(2026 - 11 - 21));
-    let all = store
-        .liquidity_history(NETWORK_ID, from, to, None, None, 10)
-        .unwrap();
-    let keys: Vec<(String, String)> = all
-        .iter()
-        .map(|d| (d.date.to_string(), d.network_asset_symbol.clone()))
-        .collect();
-    assert_eq!(
-        keys,
-        [
-            ("2026-11-20", "BTC"),
-            ("2026-11-20", "xyz:TSLA"),
-            ("2026-11-21", "BTC"),
-            ("2026-11-21", "xyz:TSLA")
-        ]
-        .map(|(a, b)| (a.to_owned(), b.to_owned()))
-    );
-    assert_eq!(
-        all[0],
-        day(date!(2026 - 11 - 20), "BTC", Coverage::EndOfDay)
-    );
-    let after = store
-        .liquidity_history(
-            NETWORK_ID,
-            from,
-            to,
-            None,
-            Some((date!(2026 - 11 - 20), "xyz:TSLA")),
-            1,
-        )
-        .unwrap();
-    assert_eq!(after.len(), 1);
-    assert_eq!(
-        (after[0].date, after[0].network_asset_symbol.as_str()),
-        (date!(2026 - 11 - 21), "BTC")
-    );
-    let tsla = store
-        .liquidity_history(NETWORK_ID, from, to, Some("xyz:TSLA"), None, 10)
-        .unwrap();
-    assert_eq!(tsla.len(), 2);
+    for (store, _guard) in stores() {
+        write_dataset(&store);
+        let (from, to) = (date!(2026 - 11 - 01), date!(2026 - 11 - 21));
+        let all = store
+            .liquidity_history(NETWORK_ID, from, to, None, None, 10)
+            .unwrap();
+        let keys: Vec<(String, String)> = all
+            .iter()
+            .map(|d| (d.date.to_string(), d.network_asset_symbol.clone()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("2026-11-20", "BTC"),
+                ("2026-11-20", "xyz:TSLA"),
+                ("2026-11-21", "BTC"),
+                ("2026-11-21", "xyz:TSLA")
+            ]
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        );
+        assert_eq!(
+            all[0],
+            day(date!(2026 - 11 - 20), "BTC", Coverage::EndOfDay)
+        );
+        let after = store
+            .liquidity_history(
+                NETWORK_ID,
+                from,
+                to,
+                None,
+                Some((date!(2026 - 11 - 20), "xyz:TSLA")),
+                1,
+            )
+            .unwrap();
+        assert_eq!(after.len(), 1);
+        assert_eq!(
+            (after[0].date, after[0].network_asset_symbol.as_str()),
+            (date!(2026 - 11 - 21), "BTC")
+        );
+        let tsla = store
+            .liquidity_history(NETWORK_ID, from, to, Some("xyz:TSLA"), None, 10)
+            .unwrap();
+        assert_eq!(tsla.len(), 2);
+    }
 }
 
 #[test]
 fn candles_by_range() {
-    let (store, _dir) = store();
-    write_dataset(&store);
-    assert_eq!(store.stored_intervals("BTC").unwrap(), vec![Interval::H1]);
-    let c = store
-        .candles(
-            "BTC",
-            Interval::H1,
-            1_794_999_600_000 + 3_600_000,
-            1_794_999_600_000 + 3 * 3_600_000,
-            10,
-        )
-        .unwrap();
-    assert_eq!(c.len(), 2);
-    assert_eq!(c[0].open.to_string(), "92391.3380");
-    assert!(store
-        .candles("ETH", Interval::H1, 0, i64::MAX, 10)
-        .unwrap()
-        .is_empty());
+    for (store, _guard) in stores() {
+        write_dataset(&store);
+        assert_eq!(store.stored_intervals("BTC").unwrap(), vec![Interval::H1]);
+        let c = store
+            .candles(
+                "BTC",
+                Interval::H1,
+                1_794_999_600_000 + 3_600_000,
+                1_794_999_600_000 + 3 * 3_600_000,
+                10,
+            )
+            .unwrap();
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].open.to_string(), "92391.3380");
+        assert!(store
+            .candles("ETH", Interval::H1, 0, i64::MAX, 10)
+            .unwrap()
+            .is_empty());
+    }
 }
 
 #[test]
 fn tokens_store_hashes_and_revoke() {
-    let (store, _dir) = store();
-    let t = store
-        .create_token("ci", "abc123", "mds_…wxyz", None)
-        .unwrap();
-    assert_eq!(t.name, "ci");
-    assert!(t.is_active(time::OffsetDateTime::now_utc()));
-    assert_eq!(store.find_token("abc123").unwrap().unwrap().id, t.id);
-    assert!(store.find_token("nope").unwrap().is_none());
-    assert!(store.revoke_token(t.id).unwrap());
-    assert!(!store.revoke_token(9999).unwrap());
-    assert!(!store
-        .find_token("abc123")
-        .unwrap()
-        .unwrap()
-        .is_active(time::OffsetDateTime::now_utc()));
-    assert_eq!(store.list_tokens().unwrap().len(), 1);
+    for (store, _guard) in stores() {
+        let t = store
+            .create_token("ci", "abc123", "mds_…wxyz", None)
+            .unwrap();
+        assert_eq!(t.name, "ci");
+        assert!(t.is_active(time::OffsetDateTime::now_utc()));
+        assert_eq!(store.find_token("abc123").unwrap().unwrap().id, t.id);
+        assert!(store.find_token("nope").unwrap().is_none());
+        assert!(store.revoke_token(t.id).unwrap());
+        assert!(!store.revoke_token(9999).unwrap());
+        assert!(!store
+            .find_token("abc123")
+            .unwrap()
+            .unwrap()
+            .is_active(time::OffsetDateTime::now_utc()));
+        assert_eq!(store.list_tokens().unwrap().len(), 1);
+    }
 }

@@ -6,10 +6,11 @@
 
 use std::str::FromStr;
 
-use bigdecimal::BigDecimal;
+use bigdecimal::{BigDecimal, Zero};
 use diesel::backend::Backend;
 use diesel::deserialize::{self, FromSql, FromSqlRow};
 use diesel::expression::AsExpression;
+use diesel::pg::data_types::PgNumeric;
 use diesel::pg::Pg;
 use diesel::serialize::{self, IsNull, Output, ToSql};
 use diesel::sql_types::{HasSqlType, Numeric, SqlType, Text};
@@ -43,13 +44,34 @@ impl From<DbDecimal> for Decimal {
 
 impl ToSql<Dec, Pg> for DbDecimal {
     fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Pg>) -> serialize::Result {
+        if self.0.is_zero() {
+            // Diesel sends every zero with scale 0; keep "0.0000" as written.
+            let (_, scale) = self.0.as_bigint_and_exponent();
+            let scale = u16::try_from(scale.max(0)).map_err(|_| "decimal scale exceeds 16 bits")?;
+            let zero = PgNumeric::Positive {
+                weight: 0,
+                scale,
+                digits: Vec::new(),
+            };
+            return ToSql::<Numeric, Pg>::to_sql(&zero, &mut out.reborrow());
+        }
         <BigDecimal as ToSql<Numeric, Pg>>::to_sql(&self.0, out)
     }
 }
 
 impl FromSql<Dec, Pg> for DbDecimal {
     fn from_sql(bytes: <Pg as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
-        <BigDecimal as FromSql<Numeric, Pg>>::from_sql(bytes).map(DbDecimal)
+        let numeric = PgNumeric::from_sql(bytes)?;
+        let scale = match &numeric {
+            PgNumeric::Positive { scale, .. } | PgNumeric::Negative { scale, .. } => {
+                i64::from(*scale)
+            }
+            PgNumeric::NaN => return Err("NaN is not a decimal quantity".into()),
+        };
+        // Diesel drops the display scale of zero ("0.0000" would read back as
+        // "0"); restore it so both backends return the stored text exactly.
+        BigDecimal::try_from(&numeric)
+            .map(|d| DbDecimal(if d.is_zero() { d.with_scale(scale) } else { d }))
     }
 }
 

@@ -1,11 +1,20 @@
 -- PostgreSQL schema: the same tables and meaning as the SQLite migration,
 -- with natural types: NUMERIC for decimals (exact, scale preserved),
--- TIMESTAMP for UTC instants, DATE for days.
+-- TIMESTAMP for UTC instants, DATE for days. Text keys use COLLATE "C"
+-- (byte order) so every SQL order equals SQLite's and the in-memory one.
+--
+-- Indexes: wallet and position listings are ordered and filtered in memory
+-- (market-engine's snapshot), so their tables only need their primary keys,
+-- which lead with `version` for loading one data version. The per-request
+-- keyset reads are liquidity days (primary key = listing order (date,
+-- symbol); liquidity_days_symbol_date for the asset filter), their levels
+-- (primary key prefix (date, symbol)) and candles (primary key (symbol,
+-- resolution, open_time) = filter plus order).
 
 -- One row per materialized data version; the highest version is served.
 CREATE TABLE snapshots (
     version        BIGINT  NOT NULL PRIMARY KEY,
-    source         TEXT    NOT NULL,
+    source         TEXT COLLATE "C"    NOT NULL,
     observed_at    TIMESTAMP NOT NULL,
     created_at     TIMESTAMP NOT NULL,
     asset_count    BIGINT  NOT NULL,
@@ -15,7 +24,7 @@ CREATE TABLE snapshots (
 
 CREATE TABLE markets (
     version                 BIGINT NOT NULL REFERENCES snapshots(version) ON DELETE CASCADE,
-    symbol                  TEXT   NOT NULL,
+    symbol                  TEXT COLLATE "C"   NOT NULL,
     price                   NUMERIC   NOT NULL,
     change24h_pct           NUMERIC   NOT NULL,
     volume24h               NUMERIC   NOT NULL,
@@ -33,7 +42,7 @@ CREATE TABLE markets (
 
 CREATE TABLE wallets (
     version             BIGINT  NOT NULL REFERENCES snapshots(version) ON DELETE CASCADE,
-    address             TEXT    NOT NULL,
+    address             TEXT COLLATE "C"    NOT NULL,
     label               TEXT,
     tags                TEXT    NOT NULL, -- JSON array of strings
     kols                TEXT    NOT NULL, -- JSON array of {name, platform, handle}
@@ -57,8 +66,8 @@ CREATE TABLE wallets (
 
 CREATE TABLE positions (
     version        BIGINT NOT NULL REFERENCES snapshots(version) ON DELETE CASCADE,
-    symbol         TEXT   NOT NULL,
-    address        TEXT   NOT NULL,
+    symbol         TEXT COLLATE "C"   NOT NULL,
+    address        TEXT COLLATE "C"   NOT NULL,
     direction      TEXT   NOT NULL,
     size           NUMERIC   NOT NULL,
     entry_price    NUMERIC   NOT NULL,
@@ -77,8 +86,8 @@ CREATE TABLE positions (
 -- Levels of the `current` liquidity day of each version.
 CREATE TABLE current_levels (
     version        BIGINT NOT NULL REFERENCES snapshots(version) ON DELETE CASCADE,
-    symbol         TEXT   NOT NULL,
-    side           TEXT   NOT NULL,
+    symbol         TEXT COLLATE "C"   NOT NULL,
+    side           TEXT COLLATE "C"   NOT NULL,
     bucket_price   NUMERIC   NOT NULL,
     position_count BIGINT NOT NULL,
     total_usd      NUMERIC   NOT NULL,
@@ -90,7 +99,7 @@ CREATE TABLE current_levels (
 -- Frozen end-of-day liquidity days; the primary key is the listing order.
 CREATE TABLE liquidity_days (
     date        DATE   NOT NULL,
-    symbol      TEXT   NOT NULL,
+    symbol      TEXT COLLATE "C"   NOT NULL,
     coverage    TEXT   NOT NULL,
     bucket_size NUMERIC   NOT NULL,
     updated_at  TIMESTAMP NOT NULL,
@@ -105,8 +114,8 @@ CREATE INDEX liquidity_days_symbol_date ON liquidity_days (symbol, date);
 
 CREATE TABLE liquidity_levels (
     date           DATE   NOT NULL,
-    symbol         TEXT   NOT NULL,
-    side           TEXT   NOT NULL,
+    symbol         TEXT COLLATE "C"   NOT NULL,
+    side           TEXT COLLATE "C"   NOT NULL,
     bucket_price   NUMERIC   NOT NULL,
     position_count BIGINT NOT NULL,
     total_usd      NUMERIC   NOT NULL,
@@ -118,8 +127,8 @@ CREATE TABLE liquidity_levels (
 
 -- Stored candles; the primary key serves every time-range read.
 CREATE TABLE candles (
-    symbol    TEXT   NOT NULL,
-    resolution TEXT  NOT NULL, -- candle interval (1m, 1h, ...)
+    symbol    TEXT COLLATE "C"   NOT NULL,
+    resolution TEXT COLLATE "C"  NOT NULL, -- candle interval (1m, 1h, ...)
     open_time BIGINT NOT NULL, -- epoch milliseconds
     open      NUMERIC   NOT NULL,
     high      NUMERIC   NOT NULL,
@@ -144,8 +153,8 @@ CREATE TABLE api_tokens (
 CREATE TABLE token_usage (
     token_id     BIGINT NOT NULL REFERENCES api_tokens(id) ON DELETE CASCADE,
     day          DATE   NOT NULL,
-    endpoint     TEXT   NOT NULL,
-    status_class TEXT   NOT NULL,
+    endpoint     TEXT COLLATE "C"   NOT NULL,
+    status_class TEXT COLLATE "C"   NOT NULL,
     count        BIGINT NOT NULL,
     PRIMARY KEY (token_id, day, endpoint, status_class)
 );
