@@ -276,6 +276,9 @@ async fn every_rejection_is_a_problem_that_names_the_fix(backend: Backend) {
         get("/v1/networks", 401)
             .header("X-API-Key", format!("mds_{}", "A".repeat(43)))
             .detail("not known"),
+        get("/v1/networks", 401)
+            .header("X-API-Key", "mds_too-short")
+            .detail("malformed"),
         // 404
         get("/v1/networks/mainnet/markets", 404).detail("perpnet"),
         get(format!("{NET}/markets/DOGECOIN"), 404).detail("Unknown asset"),
