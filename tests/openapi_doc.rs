@@ -29,6 +29,10 @@ fn every_operation_has_an_id_tag_summary_and_security() {
                 "{id} has no tag"
             );
             assert!(op["summary"].is_string(), "{id} has no summary");
+            assert!(
+                op["description"].as_str().is_some_and(|d| d.len() > 20),
+                "{id} has no description"
+            );
             if path.starts_with("/v1/") || path.starts_with("/api/developer/v1/") {
                 assert_eq!(
                     op["security"][0]["apiKey"],

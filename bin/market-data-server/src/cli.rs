@@ -40,6 +40,78 @@ pub struct ServeArgs {
     pub db: DbArgs,
 }
 
+/// Rate limit and robustness of the scanner.
+#[derive(Args, Debug, Clone)]
+pub struct ScanTuning {
+    /// Request weight per minute (the source allows 1200 per IP; clearinghouseState weighs 2, other requests 20).
+    #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u32).range(40..))]
+    pub weight_per_minute: u32,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub concurrency: u32,
+    /// Seconds before a request times out.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
+    /// Retries of a request after 429, 5xx, timeouts or transport errors (with doubling backoff from 0.5 s).
+    #[arg(long, default_value_t = 4)]
+    pub retries: u32,
+    /// Consecutive failed scans after which a wallet's last observation is no longer served.
+    #[arg(long, default_value_t = 3)]
+    pub stale_after: u32,
+}
+
+impl ScanTuning {
+    fn config(&self) -> market_ingest::ScanConfig {
+        market_ingest::ScanConfig {
+            weight_budget: self.weight_per_minute,
+            window: std::time::Duration::from_secs(60),
+            concurrency: self.concurrency as usize,
+            retries: self.retries,
+            backoff: std::time::Duration::from_millis(500),
+            stale_after: self.stale_after,
+        }
+    }
+}
+
+fn print_wallet_progress(p: market_ingest::WalletProgress) {
+    let eta = p
+        .eta()
+        .map_or_else(|| "-".to_owned(), |d| format!("{}s", d.as_secs()));
+    eprintln!(
+        "  wallets {}/{} ({:.0}%), {} failed, elapsed {}s, ETA {eta}",
+        p.done,
+        p.total,
+        p.done as f64 * 100.0 / p.total.max(1) as f64,
+        p.failed,
+        p.elapsed.as_secs()
+    );
+}
+
+fn report_scan(r: &market_ingest::ScanReport) {
+    eprintln!(
+        "applied scan as data version {}: {} assets, {} wallets read, {} failed ({} kept from earlier scans, {} dropped), {} positions, {} candles ({} assets failed), {} days frozen; {} requests, weight {}, {:.1} s",
+        r.version,
+        r.assets,
+        r.wallets_ok,
+        r.wallets_failed,
+        r.wallets_retained,
+        r.wallets_dropped,
+        r.positions,
+        r.candles,
+        r.candle_failures,
+        r.frozen_days,
+        r.requests,
+        r.weight,
+        r.elapsed.as_secs_f64()
+    );
+}
+
+fn read_wallets(path: &std::path::Path) -> anyhow::Result<Vec<market_ingest::WalletEntry>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    market_ingest::parse_wallet_list(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
 /// Subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -66,6 +138,39 @@ pub enum Command {
     Token(TokenCommand),
     /// Print the OpenAPI document (`market-data-server openapi > openapi/openapi.json`).
     Openapi,
+    /// Scan an info endpoint (Hyperliquid info API format) and write each scan as one data version.
+    Scan {
+        /// The endpoint that takes the info POSTs, e.g. https://api.hyperliquid.xyz/info.
+        #[arg(long)]
+        info_url: String,
+        /// Wallet list: one `ADDRESS[,LABEL[,TAG|TAG…]]` per line; `#` starts a comment.
+        #[arg(long)]
+        wallets: std::path::PathBuf,
+        /// Run one scan and exit: 0 when it was applied, 1 when it was not (the default).
+        #[arg(long, conflicts_with = "every")]
+        once: bool,
+        /// Scan repeatedly, starting a scan every SECONDS.
+        #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+        every: Option<u64>,
+        /// Rate limit and retries.
+        #[command(flatten)]
+        tuning: ScanTuning,
+        /// Database selection.
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Load recorded info responses from files (see docs/ingest.md) as one scan.
+    Import {
+        /// Directory with perpDexs.json, metaAndAssetCtxs.json, clearinghouseState.json and optionally candleSnapshot.json.
+        #[arg(long)]
+        from: std::path::PathBuf,
+        /// Wallet list with labels and tags (default: every address in clearinghouseState.json).
+        #[arg(long)]
+        wallets: Option<std::path::PathBuf>,
+        /// Database selection.
+        #[command(flatten)]
+        db: DbArgs,
+    },
 }
 
 /// Token subcommands.
@@ -324,6 +429,71 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             println!("revoked token {id}; running servers reject it within 2 seconds");
         }
         Command::Openapi => print!("{}", crate::openapi::document_json()),
+        Command::Scan {
+            info_url,
+            wallets,
+            once: _,
+            every,
+            tuning,
+            db,
+        } => {
+            let store = open_store(&db, 2)?;
+            let list = read_wallets(&wallets)?;
+            let cfg = tuning.config();
+            let source = market_ingest::client::HttpSource::new(
+                &info_url,
+                std::time::Duration::from_secs(tuning.timeout),
+            );
+            loop {
+                let started = std::time::Instant::now();
+                eprintln!("scanning {} wallets from {info_url}", list.len());
+                match market_ingest::run_scan(
+                    &source,
+                    &store,
+                    &list,
+                    &cfg,
+                    &mut print_wallet_progress,
+                ) {
+                    Ok(report) => report_scan(&report),
+                    Err(e) if every.is_none() => {
+                        return Err(anyhow::anyhow!("scan not applied: {e}"))
+                    }
+                    Err(e) => log::error!("scan not applied (the served data is unchanged): {e}"),
+                }
+                let Some(secs) = every else { break };
+                let next = std::time::Duration::from_secs(secs);
+                if let Some(wait) = next.checked_sub(started.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+        Command::Import { from, wallets, db } => {
+            let store = open_store(&db, 2)?;
+            let source =
+                market_ingest::client::DirSource::open(&from).map_err(|e| anyhow::anyhow!(e))?;
+            let list = match wallets {
+                Some(path) => read_wallets(&path)?,
+                None => source
+                    .addresses()
+                    .into_iter()
+                    .map(|address| market_ingest::WalletEntry {
+                        address,
+                        label: None,
+                        tags: Vec::new(),
+                    })
+                    .collect(),
+            };
+            // Files have no rate limit.
+            let cfg = market_ingest::ScanConfig {
+                weight_budget: u32::MAX / 2,
+                retries: 0,
+                ..Default::default()
+            };
+            let report =
+                market_ingest::run_scan(&source, &store, &list, &cfg, &mut print_wallet_progress)
+                    .map_err(|e| anyhow::anyhow!("import not applied: {e}"))?;
+            report_scan(&report);
+        }
     }
     Ok(())
 }

@@ -167,3 +167,11 @@ diesel::table! {
         count -> BigInt,
     }
 }
+
+diesel::table! {
+    scanned_wallets (address) {
+        address -> Text,
+        missed_scans -> Integer,
+        last_seen_at -> Nullable<Timestamp>,
+    }
+}

@@ -1,0 +1,613 @@
+//! One scan: market context, candles and every listed wallet, written as one
+//! atomic data version.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use market_engine::candles::{candle_at, period_start};
+use market_engine::{materialize, Analytics, Quote, ScanInput, WalletInput};
+use market_model::{
+    Candle, Coverage, Decimal, Interval, LiquidityDay, MarketPosition, Wallet, NETWORK_ID,
+};
+use market_store::{CandleBatch, ScanWrite, SnapshotWrite, Store, WalletScanState};
+use serde_json::{json, Value};
+use time::OffsetDateTime;
+
+use crate::client::{InfoSource, SourceError};
+use crate::limiter::WeightLimiter;
+use crate::mapping;
+use crate::source::{ClearinghouseState, MetaAndAssetCtxs, PerpDex, SourceCandle};
+
+/// Request weight of `clearinghouseState`.
+pub const WEIGHT_CLEARINGHOUSE: u32 = 2;
+/// Request weight of every other info request.
+pub const WEIGHT_OTHER: u32 = 20;
+/// How many 1h candles the source keeps (the first scan backfills this far).
+pub const SOURCE_CANDLE_HISTORY: i64 = 5000;
+const HOUR_MS: i64 = 3_600_000;
+
+/// Scanner settings.
+#[derive(Clone, Debug)]
+pub struct ScanConfig {
+    /// Request weight allowed per `window` (the exchange: 1200 per minute per IP).
+    pub weight_budget: u32,
+    /// The budget's window.
+    pub window: Duration,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// Retries after a failed attempt (429, 5xx, timeouts, transport errors).
+    pub retries: u32,
+    /// First retry delay; doubles with each retry.
+    pub backoff: Duration,
+    /// A wallet that failed this many consecutive scans in a row is still
+    /// served from its last observation; one more and it drops out.
+    pub stale_after: u32,
+}
+
+impl Default for ScanConfig {
+    fn default() -> Self {
+        ScanConfig {
+            weight_budget: 1200,
+            window: Duration::from_secs(60),
+            concurrency: 8,
+            retries: 4,
+            backoff: Duration::from_millis(500),
+            stale_after: 3,
+        }
+    }
+}
+
+/// One line of the wallet list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalletEntry {
+    /// Lowercase `0x` address.
+    pub address: String,
+    /// Optional label.
+    pub label: Option<String>,
+    /// Tags.
+    pub tags: Vec<String>,
+}
+
+/// Parses a wallet list: one wallet per line as `ADDRESS[,LABEL[,TAG|TAG…]]`;
+/// blank lines and lines starting with `#` are ignored.
+pub fn parse_wallet_list(text: &str) -> Result<Vec<WalletEntry>, String> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut parts = line.splitn(3, ',');
+        let address = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let valid = address.len() == 42
+            && address.starts_with("0x")
+            && address[2..].bytes().all(|b| b.is_ascii_hexdigit());
+        if !valid {
+            return Err(format!(
+                "line {}: `{address}` is not an address (0x followed by 40 hex digits)",
+                n + 1
+            ));
+        }
+        if !seen.insert(address.clone()) {
+            return Err(format!("line {}: {address} is listed twice", n + 1));
+        }
+        let label = parts
+            .next()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned);
+        let tags = parts
+            .next()
+            .map(|t| {
+                t.split('|')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(WalletEntry {
+            address,
+            label,
+            tags,
+        });
+    }
+    Ok(out)
+}
+
+/// Why a scan wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    /// The market context could not be read.
+    #[error("market context unavailable: {0}")]
+    Market(String),
+    /// No listed wallet could be read.
+    #[error("none of the {0} wallets could be read")]
+    NoWallets(usize),
+    /// The scan's data is inconsistent.
+    #[error("aggregation failed: {0}")]
+    Aggregate(#[from] market_engine::AggregateError),
+    /// The database failed.
+    #[error("database: {0}")]
+    Store(#[from] market_store::StoreError),
+}
+
+/// What a scan did.
+#[derive(Clone, Debug, Default)]
+pub struct ScanReport {
+    /// The data version written.
+    pub version: i64,
+    /// Assets with a quote.
+    pub assets: usize,
+    /// Wallets read by this scan.
+    pub wallets_ok: usize,
+    /// Wallets that failed after retries.
+    pub wallets_failed: usize,
+    /// Failed wallets still served from their last observation.
+    pub wallets_retained: usize,
+    /// Failed wallets that exceeded the staleness limit and dropped out.
+    pub wallets_dropped: usize,
+    /// Open positions written.
+    pub positions: usize,
+    /// Candles fetched.
+    pub candles: usize,
+    /// Assets whose candles could not be fetched.
+    pub candle_failures: usize,
+    /// Liquidity days frozen as end-of-day snapshots.
+    pub frozen_days: usize,
+    /// Requests sent (attempts, including retries).
+    pub requests: u64,
+    /// Request weight spent.
+    pub weight: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// Progress of the wallet phase.
+#[derive(Clone, Copy, Debug)]
+pub struct WalletProgress {
+    /// Wallets finished.
+    pub done: usize,
+    /// Wallets in the list.
+    pub total: usize,
+    /// Wallets that failed so far.
+    pub failed: usize,
+    /// Time since the phase started.
+    pub elapsed: Duration,
+}
+
+impl WalletProgress {
+    /// Estimated time to finish, from the rate so far.
+    pub fn eta(&self) -> Option<Duration> {
+        (self.done > 0).then(|| {
+            self.elapsed
+                .mul_f64((self.total - self.done) as f64 / self.done as f64)
+        })
+    }
+}
+
+struct Fetcher<'a> {
+    source: &'a dyn InfoSource,
+    limiter: WeightLimiter,
+    cfg: &'a ScanConfig,
+    requests: AtomicU64,
+    weight: AtomicU64,
+}
+
+impl Fetcher<'_> {
+    fn call(&self, body: &Value, weight: u32) -> Result<Value, SourceError> {
+        let mut attempt = 0;
+        loop {
+            self.limiter.acquire(weight);
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            self.weight.fetch_add(u64::from(weight), Ordering::Relaxed);
+            match self.source.request(body) {
+                Ok(v) => return Ok(v),
+                Err(e) if e.retryable() && attempt < self.cfg.retries => {
+                    let mut delay = self.cfg.backoff * 2u32.pow(attempt);
+                    if matches!(e, SourceError::RateLimited) {
+                        delay *= 2; // the source asked us to slow down
+                    }
+                    log::debug!("retrying {} after {e} in {delay:?}", body["type"]);
+                    std::thread::sleep(delay);
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn typed<T: serde::de::DeserializeOwned>(
+        &self,
+        body: &Value,
+        weight: u32,
+    ) -> Result<T, SourceError> {
+        let v = self.call(body, weight)?;
+        serde_json::from_value(v).map_err(|e| SourceError::Decode(format!("{}: {e}", body["type"])))
+    }
+}
+
+struct Observed {
+    account_value: Decimal,
+    positions: Vec<MarketPosition>,
+    observed_at: OffsetDateTime,
+}
+
+fn ms_to_time(ms: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+fn epoch_ms(t: OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+fn wallet_input_from(w: &Wallet) -> WalletInput {
+    let analytics = match (
+        &w.net_pnl,
+        &w.roi,
+        &w.win_rate,
+        w.strategy,
+        &w.strategy_confidence,
+    ) {
+        (Some(net_pnl), Some(roi), Some(win_rate), Some(strategy), Some(conf)) => Some(Analytics {
+            net_pnl: net_pnl.clone(),
+            roi: roi.clone(),
+            win_rate: win_rate.clone(),
+            strategy,
+            strategy_confidence: conf.clone(),
+        }),
+        _ => None,
+    };
+    WalletInput {
+        address: w.address.clone(),
+        label: w.label.clone(),
+        tags: w.tags.clone(),
+        kols: w.kols.clone(),
+        kol_profile: w.kol_profile.clone(),
+        account_value: w.account_total_value.clone(),
+        observed_at: w.observed_at,
+        analytics,
+    }
+}
+
+/// Runs one scan and writes it as a new data version. Nothing is written
+/// when the market context or every wallet fails.
+pub fn run_scan(
+    source: &dyn InfoSource,
+    store: &Store,
+    wallets: &[WalletEntry],
+    cfg: &ScanConfig,
+    progress: &mut (dyn FnMut(WalletProgress) + Send),
+) -> Result<ScanReport, ScanError> {
+    let started = Instant::now();
+    let now = OffsetDateTime::now_utc()
+        .replace_millisecond(0)
+        .unwrap_or_else(|_| OffsetDateTime::now_utc());
+    let fetcher = Fetcher {
+        source,
+        limiter: WeightLimiter::new(cfg.weight_budget, cfg.window, WEIGHT_OTHER),
+        cfg,
+        requests: AtomicU64::new(0),
+        weight: AtomicU64::new(0),
+    };
+
+    // 1. Market context of the main dex and every HIP-3 dex.
+    let dexs: Vec<Option<PerpDex>> = fetcher
+        .typed(&json!({"type": "perpDexs"}), WEIGHT_OTHER)
+        .map_err(|e| ScanError::Market(format!("perpDexs: {e}")))?;
+    let dex_names: Vec<String> = std::iter::once(String::new())
+        .chain(dexs.into_iter().flatten().map(|d| d.name))
+        .collect();
+    let mut quotes: Vec<Quote> = Vec::new();
+    for dex in &dex_names {
+        let (meta, ctxs): MetaAndAssetCtxs = fetcher
+            .typed(
+                &json!({"type": "metaAndAssetCtxs", "dex": dex}),
+                WEIGHT_OTHER,
+            )
+            .map_err(|e| ScanError::Market(format!("metaAndAssetCtxs of dex {dex:?}: {e}")))?;
+        if meta.universe.len() != ctxs.len() {
+            return Err(ScanError::Market(format!(
+                "dex {dex:?}: {} assets but {} contexts",
+                meta.universe.len(),
+                ctxs.len()
+            )));
+        }
+        for (asset, ctx) in meta.universe.iter().zip(&ctxs) {
+            if asset.is_delisted != Some(true) {
+                quotes.push(mapping::quote(asset, ctx));
+            }
+        }
+    }
+    let marks: HashMap<String, Decimal> = quotes
+        .iter()
+        .map(|q| (q.symbol.clone(), q.price.clone()))
+        .collect();
+
+    // 2. Every wallet on every dex, concurrently within the weight budget.
+    let next = AtomicUsize::new(0);
+    let failed = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<Result<Observed, String>>>> =
+        wallets.iter().map(|_| Mutex::new(None)).collect();
+    let progress = Mutex::new(progress);
+    let phase = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..cfg.concurrency.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(entry) = wallets.get(i) else { return };
+                let result = observe_wallet(&fetcher, entry, &dex_names, &marks, now);
+                if let Err(e) = &result {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    log::warn!("wallet {} failed after retries: {e}", entry.address);
+                }
+                *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+                let done = finished.fetch_add(1, Ordering::Relaxed) + 1;
+                if done.is_multiple_of(100) || done == wallets.len() {
+                    let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+                    (*p)(WalletProgress {
+                        done,
+                        total: wallets.len(),
+                        failed: failed.load(Ordering::Relaxed),
+                        elapsed: phase.elapsed(),
+                    });
+                }
+            });
+        }
+    });
+
+    // 3. New 1h candles of every asset (the first scan backfills what the source keeps).
+    let current_hour = period_start(Interval::H1, epoch_ms(now));
+    let mut candle_sets: Vec<(String, Vec<Candle>)> = Vec::new();
+    let mut candle_failures = 0;
+    for q in &quotes {
+        let last = store.latest_candle_time(&q.symbol, Interval::H1)?;
+        if last.is_some_and(|t| t >= current_hour) {
+            continue; // up to date: the in-progress hour is refreshed when the next begins
+        }
+        let start = last.unwrap_or(current_hour - SOURCE_CANDLE_HISTORY * HOUR_MS);
+        let body = json!({"type": "candleSnapshot", "req": {"coin": q.symbol, "interval": "1h", "startTime": start, "endTime": epoch_ms(now)}});
+        match fetcher.typed::<Vec<SourceCandle>>(&body, WEIGHT_OTHER) {
+            Ok(list) => {
+                let mut candles: Vec<Candle> = list
+                    .into_iter()
+                    .filter(|c| c.i == "1h" && c.t % HOUR_MS == 0 && c.t >= start)
+                    .map(|c| candle_at(c.t, c.o, c.h, c.l, c.c, c.v, c.n))
+                    .collect();
+                candles.sort_by_key(|c| c.time);
+                candles.dedup_by_key(|c| c.time);
+                if !candles.is_empty() {
+                    candle_sets.push((q.symbol.clone(), candles));
+                }
+            }
+            Err(e) => {
+                candle_failures += 1;
+                log::warn!("candles of {} failed: {e}", q.symbol);
+            }
+        }
+    }
+
+    // 4. Merge with the previous version: failed wallets keep their last observation.
+    let previous = match store.latest_snapshot()? {
+        Some(meta) => Some(store.load_snapshot(&meta)?),
+        None => None,
+    };
+    let states = store.wallet_scan_states()?;
+    let prev_wallets: HashMap<&str, &Wallet> = previous
+        .iter()
+        .flat_map(|p| p.wallets.iter())
+        .map(|w| (w.address.as_str(), w))
+        .collect();
+    let mut prev_positions: HashMap<&str, Vec<&MarketPosition>> = HashMap::new();
+    for p in previous.iter().flat_map(|p| p.positions.iter()) {
+        prev_positions
+            .entry(p.address.as_str())
+            .or_default()
+            .push(p);
+    }
+
+    let mut report = ScanReport {
+        assets: quotes.len(),
+        ..ScanReport::default()
+    };
+    let mut inputs = Vec::new();
+    let mut positions = Vec::new();
+    let mut wallet_states = Vec::new();
+    for (entry, slot) in wallets.iter().zip(results) {
+        let prev = prev_wallets.get(entry.address.as_str()).copied();
+        match slot.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(Ok(obs)) => {
+                report.wallets_ok += 1;
+                let mut input = prev.map(wallet_input_from).unwrap_or_else(|| WalletInput {
+                    address: entry.address.clone(),
+                    label: None,
+                    tags: Vec::new(),
+                    kols: Vec::new(),
+                    kol_profile: None,
+                    account_value: Decimal::zero(),
+                    observed_at: obs.observed_at,
+                    analytics: None,
+                });
+                input.label = entry.label.clone().or(input.label);
+                if !entry.tags.is_empty() {
+                    input.tags = entry.tags.clone();
+                }
+                input.account_value = obs.account_value;
+                input.observed_at = obs.observed_at;
+                wallet_states.push(WalletScanState {
+                    address: entry.address.clone(),
+                    missed_scans: 0,
+                    last_seen_at: Some(obs.observed_at),
+                });
+                positions.extend(obs.positions);
+                inputs.push(input);
+            }
+            _ => {
+                report.wallets_failed += 1;
+                let missed = states.get(&entry.address).map_or(0, |s| s.missed_scans) + 1;
+                match prev {
+                    Some(w) if missed <= cfg.stale_after as i32 => {
+                        report.wallets_retained += 1;
+                        let mut input = wallet_input_from(w);
+                        input.label = entry.label.clone().or(input.label);
+                        inputs.push(input);
+                        positions.extend(
+                            prev_positions
+                                .get(entry.address.as_str())
+                                .into_iter()
+                                .flatten()
+                                .filter(|p| marks.contains_key(&p.symbol))
+                                .map(|&p| p.clone()),
+                        );
+                        wallet_states.push(WalletScanState {
+                            address: entry.address.clone(),
+                            missed_scans: missed,
+                            last_seen_at: states
+                                .get(&entry.address)
+                                .and_then(|s| s.last_seen_at)
+                                .or(Some(w.observed_at)),
+                        });
+                    }
+                    _ => report.wallets_dropped += 1,
+                }
+            }
+        }
+    }
+    if !wallets.is_empty() && report.wallets_ok == 0 {
+        return Err(ScanError::NoWallets(wallets.len()));
+    }
+
+    // 5. At the first scan of a new UTC day, the previous day's levels are frozen.
+    let frozen: Vec<LiquidityDay> = match &previous {
+        Some(p) if p.meta.observed_at.date() < now.date() => p
+            .current_days
+            .iter()
+            .cloned()
+            .map(|mut d| {
+                d.coverage = Coverage::EndOfDay;
+                d
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+
+    let materialized = materialize(
+        NETWORK_ID,
+        ScanInput {
+            observed_at: now,
+            quotes,
+            wallets: inputs,
+            positions,
+        },
+    )?;
+    let batches: Vec<CandleBatch<'_>> = candle_sets
+        .iter()
+        .map(|(s, c)| CandleBatch {
+            symbol: s,
+            interval: Interval::H1,
+            candles: c,
+        })
+        .collect();
+    report.version = store.write_scan(
+        &ScanWrite {
+            snapshot: SnapshotWrite {
+                source: "scan",
+                observed_at: now,
+                markets: &materialized.markets,
+                wallets: &materialized.wallets,
+                positions: &materialized.positions,
+                current_days: &materialized.current_days,
+            },
+            candles: &batches,
+            frozen_days: &frozen,
+            wallet_states: &wallet_states,
+        },
+        &mut |_, _, _| {},
+    )?;
+    report.positions = materialized.positions.len();
+    report.candles = candle_sets.iter().map(|(_, c)| c.len()).sum();
+    report.candle_failures = candle_failures;
+    report.frozen_days = frozen.len();
+    report.requests = fetcher.requests.load(Ordering::Relaxed);
+    report.weight = fetcher.weight.load(Ordering::Relaxed);
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
+
+fn observe_wallet(
+    fetcher: &Fetcher<'_>,
+    entry: &WalletEntry,
+    dexs: &[String],
+    marks: &HashMap<String, Decimal>,
+    scan_time: OffsetDateTime,
+) -> Result<Observed, String> {
+    let mut account_value = bigdecimal::BigDecimal::from(0);
+    let mut positions: Vec<MarketPosition> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut latest_ms: Option<i64> = None;
+    for dex in dexs {
+        let body = json!({"type": "clearinghouseState", "user": entry.address, "dex": dex});
+        let state: ClearinghouseState = fetcher
+            .typed(&body, WEIGHT_CLEARINGHOUSE)
+            .map_err(|e| format!("dex {dex:?}: {e}"))?;
+        account_value += &state.margin_summary.account_value.0;
+        latest_ms = latest_ms.max(state.time);
+        let observed_at = state.time.map_or(scan_time, ms_to_time);
+        for ap in &state.asset_positions {
+            let Some(mark) = marks.get(&ap.position.coin) else {
+                log::debug!(
+                    "{}: position in unknown or delisted asset {}",
+                    entry.address,
+                    ap.position.coin
+                );
+                continue;
+            };
+            if !seen.insert(ap.position.coin.clone()) {
+                continue;
+            }
+            positions.extend(mapping::position(
+                &ap.position,
+                &entry.address,
+                mark,
+                observed_at,
+            ));
+        }
+    }
+    let observed_at = latest_ms.map_or(scan_time, ms_to_time);
+    for p in &mut positions {
+        p.observed_at = observed_at;
+    }
+    Ok(Observed {
+        account_value: Decimal(account_value),
+        positions,
+        observed_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wallet_lists() {
+        let list = parse_wallet_list(
+            "# tracked\n0xABCDEFabcdef0123456789abcdef0123456789ab,Big Fund,fund|smart-money\n\n0x1111111111111111111111111111111111111111\n",
+        )
+        .unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(
+            list[0].address,
+            "0xabcdefabcdef0123456789abcdef0123456789ab"
+        );
+        assert_eq!(list[0].label.as_deref(), Some("Big Fund"));
+        assert_eq!(list[0].tags, ["fund", "smart-money"]);
+        assert!(list[1].label.is_none() && list[1].tags.is_empty());
+        assert!(parse_wallet_list("0x123").is_err());
+        assert!(parse_wallet_list("0x1111111111111111111111111111111111111111\n0x1111111111111111111111111111111111111111").is_err());
+    }
+}

@@ -1,0 +1,1 @@
+DROP TABLE scanned_wallets;
