@@ -87,8 +87,9 @@ mod tests {
             let in_window = log.iter().filter(|&&u| u >= t && u < t + window).count() as u32 * 2;
             assert!(in_window <= 100, "{in_window} weight in one window");
         }
+        // burst 40 + refill (100 - 40) per 0.5 s over 1.6 s: about 232 at most
         assert!(
-            log.len() as u32 * 2 >= 250,
+            log.len() as u32 * 2 >= 200,
             "the budget is used: {}",
             log.len() * 2
         );
