@@ -2,6 +2,7 @@
 
 mod error_contract;
 mod postgres_scaleout;
+mod scanner;
 mod schema_conformance;
 mod support;
 
