@@ -1069,7 +1069,46 @@ async fn a_server_fault_is_a_generic_500_problem(backend: Backend) {
     app.get_ok(&format!("{NET}/markets/ETH")).await;
 }
 
+async fn conditional_requests_and_freshness_headers(backend: Backend) {
+    let app = spawn_app(backend).await;
+    for path in [
+        format!("{NET}/markets"),
+        format!("{NET}/wallets?limit=3"),
+        format!("{NET}/markets/BTC/candles?interval=1h&limit=3"),
+    ] {
+        let res = app.request(&path, Some(("X-API-Key", &app.token))).await;
+        assert_eq!(res.status().as_u16(), 200);
+        let etag = res.headers()["etag"].to_str().unwrap().to_owned();
+        assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+        assert!(res.headers().contains_key("last-modified"));
+        assert_eq!(res.headers()["cache-control"], "no-cache");
+        let version = res.headers()["x-data-version"].to_str().unwrap().to_owned();
+        let again = app
+            .client
+            .get(app.url(&path))
+            .header("X-API-Key", &app.token)
+            .header("If-None-Match", format!("\"other\", {etag}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status().as_u16(), 304, "{path}");
+        assert_eq!(again.headers()["etag"].to_str().unwrap(), etag);
+        assert_eq!(again.headers()["x-data-version"].to_str().unwrap(), version);
+        assert!(again.bytes().await.unwrap().is_empty());
+        let changed = app
+            .client
+            .get(app.url(&path))
+            .header("X-API-Key", &app.token)
+            .header("If-None-Match", "\"stale\"")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(changed.status().as_u16(), 200);
+    }
+}
+
 crate::on_both_backends!(
+    conditional_requests_and_freshness_headers,
     networks_lists_perpnet_with_asset_count,
     both_prefixes_answer_identically,
     markets_sort_and_order,

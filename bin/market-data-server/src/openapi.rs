@@ -113,6 +113,56 @@ fn add_common_responses(doc: &mut OpenApiDoc) {
     }
 }
 
+fn header(description: &str, schema: Schema) -> utoipa::openapi::header::Header {
+    utoipa::openapi::header::HeaderBuilder::new()
+        .schema(schema)
+        .description(Some(description))
+        .build()
+}
+
+/// Freshness headers of every data response, and the 304 that `If-None-Match` can produce.
+fn add_freshness(doc: &mut OpenApiDoc) {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if !path.starts_with("/v1/") {
+            continue;
+        }
+        for op in [&mut item.get, &mut item.head].into_iter().flatten() {
+            if let Some(RefOr::T(ok)) = op.responses.responses.get_mut("200") {
+                let text = || ObjectBuilder::new().schema_type(Type::String).into();
+                ok.headers.insert("ETag".into(), header("Tag of this representation: send it back in `If-None-Match` to get a 304 while nothing changed.", text()));
+                ok.headers.insert(
+                    "Last-Modified".into(),
+                    header("When the data version behind this response was observed (HTTP date); absent before the first data version.", text()),
+                );
+                ok.headers.insert(
+                    "X-Data-Version".into(),
+                    header(
+                        "Data version (scan) this response was computed from; one response never mixes versions.",
+                        ObjectBuilder::new().schema_type(Type::Integer).format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64))).minimum(Some(0)).into(),
+                    ),
+                );
+                ok.headers.insert(
+                    "Cache-Control".into(),
+                    header(
+                        "`no-cache`: revalidate with `If-None-Match` before reuse.",
+                        text(),
+                    ),
+                );
+            }
+            op.responses
+                .responses
+                .entry("304".into())
+                .or_insert_with(|| {
+                    ResponseBuilder::new()
+                        .description(
+                            "Not modified: `If-None-Match` matches the current `ETag`; no body.",
+                        )
+                        .into()
+                });
+        }
+    }
+}
+
 fn string_enum(names: &[&str], default: Option<&str>) -> Schema {
     ObjectBuilder::new()
         .schema_type(Type::String)
@@ -269,6 +319,7 @@ fn set_examples(doc: &mut OpenApiDoc) {
 pub fn document() -> OpenApiDoc {
     let mut doc = ApiDoc::openapi();
     add_common_responses(&mut doc);
+    add_freshness(&mut doc);
     set_parameter_schemas(&mut doc);
     set_examples(&mut doc);
     let v1: Vec<(String, PathItem)> = doc

@@ -44,12 +44,47 @@ pub fn json<T: Serialize>(body: &T) -> HttpResponse {
 pub const DATA_VERSION: &str = "X-Data-Version";
 
 /// Serializes a body computed from `snapshot`, naming its data version.
-fn versioned<T: Serialize>(snapshot: &Snapshot, body: &T) -> HttpResponse {
-    let mut res = json(body);
-    res.headers_mut().insert(
+fn versioned<T: Serialize>(req: &HttpRequest, snapshot: &Snapshot, body: &T) -> HttpResponse {
+    use std::hash::{Hash, Hasher};
+    let bytes = serde_json::to_vec(body).expect("responses serialize");
+    // The tag covers the bytes, so it is right even where a default (such as
+    // the candles' `to` = now) changes the answer within one data version.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    let etag = format!("\"{:x}-{:016x}\"", snapshot.version, hasher.finish());
+    let not_modified = req.headers().get_all(header::IF_NONE_MATCH).any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',')
+                .map(|t| t.trim().trim_start_matches("W/"))
+                .any(|t| t == etag || t == "*")
+        })
+    });
+    let mut res = if not_modified {
+        HttpResponse::NotModified().finish()
+    } else {
+        HttpResponse::Ok()
+            .insert_header((header::CONTENT_TYPE, "application/json"))
+            .body(bytes)
+    };
+    let headers = res.headers_mut();
+    headers.insert(
         header::HeaderName::from_static("x-data-version"),
         header::HeaderValue::from(snapshot.version),
     );
+    headers.insert(
+        header::ETAG,
+        header::HeaderValue::from_str(&etag).expect("ASCII"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-cache"),
+    );
+    if snapshot.version > 0 {
+        let modified = header::HttpDate::from(std::time::SystemTime::from(snapshot.observed_at));
+        if let Ok(v) = header::HeaderValue::from_str(&modified.to_string()) {
+            headers.insert(header::LAST_MODIFIED, v);
+        }
+    }
     res
 }
 
@@ -103,6 +138,7 @@ pub async fn list_networks(req: HttpRequest, state: Data) -> Result<HttpResponse
     Params::parse(req.query_string(), &[])?;
     let snapshot = state.snapshot();
     Ok(versioned(
+        &req,
         &snapshot,
         &NetworkList {
             items: vec![NetworkItem {
@@ -152,6 +188,7 @@ pub async fn list_markets(
     let order = SortOrder::parse_lenient(params.get("order"));
     let snapshot = state.snapshot();
     Ok(versioned(
+        &req,
         &snapshot,
         &MarketList {
             items: snapshot.markets(sort, order).cloned().collect(),
@@ -193,7 +230,7 @@ pub async fn get_market(
     Params::parse(req.query_string(), &[])?;
     let snapshot = state.snapshot();
     let index = resolve_asset(&snapshot, &asset)?;
-    Ok(versioned(&snapshot, snapshot.market(index)))
+    Ok(versioned(&req, &snapshot, snapshot.market(index)))
 }
 
 /// List the positions in one market.
@@ -265,6 +302,7 @@ pub async fn list_positions(
         _ => None,
     };
     Ok(versioned(
+        &req,
         &snapshot,
         &PositionList {
             items: page.items.into_iter().cloned().collect(),
@@ -364,6 +402,7 @@ pub async fn list_wallets(
         _ => None,
     };
     Ok(versioned(
+        &req,
         &snapshot,
         &WalletList {
             items: page.items.into_iter().cloned().collect(),
@@ -496,6 +535,7 @@ pub async fn list_liquidity_levels(
         None
     };
     Ok(versioned(
+        &req,
         &snapshot,
         &LiquidityLevelsList {
             from_date: from,
@@ -634,6 +674,7 @@ pub async fn list_candles(
         None
     };
     Ok(versioned(
+        &req,
         &snapshot,
         &CandleSeries {
             network: NETWORK_ID.to_owned(),
