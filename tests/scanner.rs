@@ -38,7 +38,14 @@ pub struct Knobs {
 
 struct World {
     knobs: Arc<Knobs>,
-    wallets: Vec<String>,
+    wallets: HashMap<String, usize>,
+    fixtures: HashMap<&'static str, Value>,
+}
+
+impl World {
+    fn fixture(&self, name: &str) -> Value {
+        self.fixtures[name].clone()
+    }
 }
 
 /// Address of wallet `i`.
@@ -69,7 +76,7 @@ async fn info(body: web::Json<Value>, world: web::Data<World>) -> HttpResponse {
     }
     let dex = body["dex"].as_str().unwrap_or("");
     match kind.as_str() {
-        "perpDexs" => HttpResponse::Ok().json(reference("perpDexs.json")),
+        "perpDexs" => HttpResponse::Ok().json(world.fixture("perpDexs.json")),
         "metaAndAssetCtxs" => {
             if take(&world.knobs.fail_market_next) {
                 return HttpResponse::InternalServerError().finish();
@@ -79,22 +86,22 @@ async fn info(body: web::Json<Value>, world: web::Data<World>) -> HttpResponse {
             } else {
                 "metaAndAssetCtxs.xyz.json"
             };
-            HttpResponse::Ok().json(reference(file))
+            HttpResponse::Ok().json(world.fixture(file))
         }
         "clearinghouseState" => {
             let user = body["user"].as_str().unwrap_or("").to_owned();
             if world.knobs.fail_users.lock().unwrap().contains(&user) {
                 return HttpResponse::InternalServerError().finish();
             }
-            let Some(i) = world.wallets.iter().position(|w| *w == user) else {
+            let Some(&i) = world.wallets.get(&user) else {
                 return HttpResponse::Ok()
                     .json(json!({"marginSummary": {"accountValue": "0.0"}, "assetPositions": []}));
             };
             // Every wallet holds the reference main-dex positions; even wallets also the xyz ones.
             if dex.is_empty() {
-                HttpResponse::Ok().json(reference("clearinghouseState.main.json"))
+                HttpResponse::Ok().json(world.fixture("clearinghouseState.main.json"))
             } else if i % 2 == 0 {
-                HttpResponse::Ok().json(reference("clearinghouseState.xyz.json"))
+                HttpResponse::Ok().json(world.fixture("clearinghouseState.xyz.json"))
             } else {
                 HttpResponse::Ok().json(json!({"marginSummary": {"accountValue": "0.0"}, "assetPositions": [], "time": 1795314308788_i64}))
             }
@@ -102,7 +109,7 @@ async fn info(body: web::Json<Value>, world: web::Data<World>) -> HttpResponse {
         "candleSnapshot" => {
             let coin = body["req"]["coin"].as_str().unwrap_or("");
             HttpResponse::Ok().json(if coin == "BTC" {
-                reference("candleSnapshot.json")
+                world.fixture("candleSnapshot.json")
             } else {
                 json!([])
             })
@@ -121,9 +128,25 @@ pub struct InfoServer {
 pub fn info_server(n: usize) -> InfoServer {
     let knobs = Arc::new(Knobs::default());
     let addresses: Vec<String> = (0..n).map(address).collect();
+    let fixtures = [
+        "perpDexs.json",
+        "metaAndAssetCtxs.main.json",
+        "metaAndAssetCtxs.xyz.json",
+        "clearinghouseState.main.json",
+        "clearinghouseState.xyz.json",
+        "candleSnapshot.json",
+    ]
+    .into_iter()
+    .map(|name| (name, reference(name)))
+    .collect();
     let data = web::Data::new(World {
         knobs: knobs.clone(),
-        wallets: addresses.clone(),
+        wallets: addresses
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.clone(), i))
+            .collect(),
+        fixtures,
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/info", listener.local_addr().unwrap());
