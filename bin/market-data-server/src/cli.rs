@@ -69,6 +69,7 @@ impl ScanTuning {
             retries: self.retries,
             backoff: std::time::Duration::from_millis(500),
             stale_after: self.stale_after,
+            source_name: "scan",
         }
     }
 }
@@ -143,7 +144,7 @@ pub enum Command {
         /// The endpoint that takes the info POSTs, e.g. https://api.hyperliquid.xyz/info.
         #[arg(long)]
         info_url: String,
-        /// Wallet list: one `ADDRESS[,LABEL[,TAG|TAG…]]` per line; `#` starts a comment.
+        /// Wallet list: one `ADDRESS[,LABEL[,TAG|TAG…]]` per line; blank lines and lines starting with `#` are skipped.
         #[arg(long)]
         wallets: std::path::PathBuf,
         /// Run one scan and exit: 0 when it was applied, 1 when it was not (the default).

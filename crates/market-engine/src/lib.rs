@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod aggregate;
+pub mod analytics;
 pub mod buckets;
 pub mod candles;
 pub mod snapshot;

@@ -6,12 +6,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use market_engine::analytics::WalletHistory;
 use market_engine::candles::{candle_at, period_start};
 use market_engine::{materialize, Analytics, Quote, ScanInput, WalletInput};
 use market_model::{
     Candle, Coverage, Decimal, Interval, LiquidityDay, MarketPosition, Wallet, NETWORK_ID,
 };
-use market_store::{CandleBatch, ScanWrite, SnapshotWrite, Store, WalletScanState};
+use market_store::{
+    CandleBatch, ScanWrite, SnapshotWrite, Store, TrackedPosition, WalletScanState,
+};
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
@@ -44,6 +47,8 @@ pub struct ScanConfig {
     /// A wallet that failed this many consecutive scans in a row is still
     /// served from its last observation; one more and it drops out.
     pub stale_after: u32,
+    /// What produced the data versions (`scan`, `import`), recorded with each.
+    pub source_name: &'static str,
 }
 
 impl Default for ScanConfig {
@@ -55,6 +60,7 @@ impl Default for ScanConfig {
             retries: 4,
             backoff: Duration::from_millis(500),
             stale_after: 3,
+            source_name: "scan",
         }
     }
 }
@@ -361,6 +367,14 @@ pub fn run_scan(
         }
     });
 
+    let answered = results
+        .iter()
+        .filter(|r| matches!(*r.lock().unwrap_or_else(|p| p.into_inner()), Some(Ok(_))))
+        .count();
+    if !wallets.is_empty() && answered == 0 {
+        return Err(ScanError::NoWallets(wallets.len()));
+    }
+
     // 3. New 1h candles of every asset (the first scan backfills what the source keeps).
     let current_hour = period_start(Interval::H1, epoch_ms(now));
     let mut candle_sets: Vec<(String, Vec<Candle>)> = Vec::new();
@@ -398,6 +412,7 @@ pub fn run_scan(
         None => None,
     };
     let states = store.wallet_scan_states()?;
+    let tracked = store.tracked_positions()?;
     let prev_wallets: HashMap<&str, &Wallet> = previous
         .iter()
         .flat_map(|p| p.wallets.iter())
@@ -418,6 +433,7 @@ pub fn run_scan(
     let mut inputs = Vec::new();
     let mut positions = Vec::new();
     let mut wallet_states = Vec::new();
+    let mut tracked_out: Vec<TrackedPosition> = Vec::new();
     for (entry, slot) in wallets.iter().zip(results) {
         let prev = prev_wallets.get(entry.address.as_str()).copied();
         match slot.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -433,17 +449,20 @@ pub fn run_scan(
                     observed_at: obs.observed_at,
                     analytics: None,
                 });
-                input.label = entry.label.clone().or(input.label);
-                if !entry.tags.is_empty() {
-                    input.tags = entry.tags.clone();
-                }
-                input.account_value = obs.account_value;
+                // The wallet list is authoritative for labels and tags.
+                input.label = entry.label.clone();
+                input.tags = entry.tags.clone();
+                input.account_value = obs.account_value.clone();
                 input.observed_at = obs.observed_at;
-                wallet_states.push(WalletScanState {
-                    address: entry.address.clone(),
-                    missed_scans: 0,
-                    last_seen_at: Some(obs.observed_at),
-                });
+                let (state, follow, analytics) = follow_positions(
+                    &entry.address,
+                    states.get(&entry.address),
+                    tracked.get(&entry.address),
+                    &obs,
+                );
+                input.analytics = analytics;
+                wallet_states.push(state);
+                tracked_out.extend(follow);
                 positions.extend(obs.positions);
                 inputs.push(input);
             }
@@ -454,7 +473,8 @@ pub fn run_scan(
                     Some(w) if missed <= cfg.stale_after as i32 => {
                         report.wallets_retained += 1;
                         let mut input = wallet_input_from(w);
-                        input.label = entry.label.clone().or(input.label);
+                        input.label = entry.label.clone();
+                        input.tags = entry.tags.clone();
                         inputs.push(input);
                         positions.extend(
                             prev_positions
@@ -464,14 +484,13 @@ pub fn run_scan(
                                 .filter(|p| marks.contains_key(&p.symbol))
                                 .map(|&p| p.clone()),
                         );
-                        wallet_states.push(WalletScanState {
-                            address: entry.address.clone(),
-                            missed_scans: missed,
-                            last_seen_at: states
-                                .get(&entry.address)
-                                .and_then(|s| s.last_seen_at)
-                                .or(Some(w.observed_at)),
-                        });
+                        let mut state = states.get(&entry.address).cloned().unwrap_or_default();
+                        state.address = entry.address.clone();
+                        state.missed_scans = missed;
+                        state.last_seen_at = state.last_seen_at.or(Some(w.observed_at));
+                        wallet_states.push(state);
+                        tracked_out
+                            .extend(tracked.get(&entry.address).into_iter().flatten().cloned());
                     }
                     _ => report.wallets_dropped += 1,
                 }
@@ -516,7 +535,7 @@ pub fn run_scan(
     report.version = store.write_scan(
         &ScanWrite {
             snapshot: SnapshotWrite {
-                source: "scan",
+                source: cfg.source_name,
                 observed_at: now,
                 markets: &materialized.markets,
                 wallets: &materialized.wallets,
@@ -526,6 +545,7 @@ pub fn run_scan(
             candles: &batches,
             frozen_days: &frozen,
             wallet_states: &wallet_states,
+            tracked: &tracked_out,
         },
         &mut |_, _, _| {},
     )?;
@@ -537,6 +557,77 @@ pub fn run_scan(
     report.weight = fetcher.weight.load(Ordering::Relaxed);
     report.elapsed = started.elapsed();
     Ok(report)
+}
+
+/// Follows a wallet's positions from the previous scan to this one: closes
+/// the ones that are gone (or flipped side), opens the new ones, and derives
+/// the analytics (see `market_engine::analytics`).
+fn follow_positions(
+    address: &str,
+    previous: Option<&WalletScanState>,
+    tracked: Option<&Vec<TrackedPosition>>,
+    obs: &Observed,
+) -> (WalletScanState, Vec<TrackedPosition>, Option<Analytics>) {
+    let mut state = previous.cloned().unwrap_or_default();
+    state.address = address.to_owned();
+    // The first observation of a wallet cannot tell when its positions opened.
+    let first_observation = state.first_seen_at.is_none();
+    if first_observation {
+        state.first_seen_at = Some(obs.observed_at);
+        state.first_account_value = Some(obs.account_value.clone());
+    }
+    state.missed_scans = 0;
+    state.last_seen_at = Some(obs.observed_at);
+    let mut history = WalletHistory {
+        first_account_value: state.first_account_value.clone(),
+        realized_pnl: state.realized_pnl.clone(),
+        closed: state.closed_count.max(0) as u32,
+        wins: state.win_count.max(0) as u32,
+        holding: state.held.map(|h| h.max(0) as u32),
+    };
+    let current: HashMap<&str, &MarketPosition> = obs
+        .positions
+        .iter()
+        .map(|p| (p.symbol.as_str(), p))
+        .collect();
+    let before: HashMap<&str, &TrackedPosition> = tracked
+        .into_iter()
+        .flatten()
+        .map(|t| (t.symbol.as_str(), t))
+        .collect();
+    for t in before.values() {
+        let still_open = current
+            .get(t.symbol.as_str())
+            .is_some_and(|p| p.direction == t.direction);
+        if !still_open {
+            history.close(
+                &t.last_upnl.0,
+                t.open_time_known.then(|| obs.observed_at - t.opened_at),
+            );
+        }
+    }
+    let mut follow = Vec::with_capacity(obs.positions.len());
+    let mut unrealized = bigdecimal::BigDecimal::from(0);
+    for p in &obs.positions {
+        unrealized += &p.u_pnl.0;
+        let same = before
+            .get(p.symbol.as_str())
+            .filter(|t| t.direction == p.direction);
+        follow.push(TrackedPosition {
+            address: address.to_owned(),
+            symbol: p.symbol.clone(),
+            direction: p.direction,
+            opened_at: same.map_or(obs.observed_at, |t| t.opened_at),
+            open_time_known: same.map_or(!first_observation, |t| t.open_time_known),
+            last_upnl: p.u_pnl.clone(),
+        });
+    }
+    let analytics = history.analytics(&unrealized);
+    state.realized_pnl = history.realized_pnl;
+    state.closed_count = history.closed as i32;
+    state.win_count = history.wins as i32;
+    state.held = history.holding.map(|h| h as i32);
+    (state, follow, analytics)
 }
 
 fn observe_wallet(

@@ -3,18 +3,21 @@
 use std::collections::HashMap;
 
 use diesel::prelude::*;
-use market_model::{Interval, LiquidityDay};
+use market_model::{Decimal, Direction, Interval, LiquidityDay};
 use time::OffsetDateTime;
 
 use crate::rows::{from_db_time, to_db_time};
-use crate::schema::{candles, liquidity_days, liquidity_levels, scanned_wallets, snapshots};
+use crate::schema::{
+    candles, liquidity_days, liquidity_levels, scanned_wallets, snapshots, tracked_positions,
+};
+use crate::types::DbDecimal;
 use crate::{
     candle_rows, history_rows, insert_chunked, insert_snapshot, CandleBatch, DbConnection,
     Progress, SnapshotWrite, Store, StoreError, MAX_BINDS,
 };
 
-/// Scanner state of one wallet.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Scanner state of one wallet: staleness and the history behind its analytics.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct WalletScanState {
     /// Address.
     pub address: String,
@@ -22,6 +25,35 @@ pub struct WalletScanState {
     pub missed_scans: i32,
     /// When it was last observed.
     pub last_seen_at: Option<OffsetDateTime>,
+    /// When it was first observed.
+    pub first_seen_at: Option<OffsetDateTime>,
+    /// Account value at the first observation, USD.
+    pub first_account_value: Option<Decimal>,
+    /// Realized PnL over closed positions, USD.
+    pub realized_pnl: Decimal,
+    /// Closed positions.
+    pub closed_count: i32,
+    /// Closed positions with positive realized PnL.
+    pub win_count: i32,
+    /// Timed closes per holding class (scalper, day, swing, position).
+    pub held: [i32; 4],
+}
+
+/// An open position followed from scan to scan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrackedPosition {
+    /// Wallet.
+    pub address: String,
+    /// Asset.
+    pub symbol: String,
+    /// Side.
+    pub direction: Direction,
+    /// The scan that first saw it.
+    pub opened_at: OffsetDateTime,
+    /// Whether the wallet was already tracked when it opened (so `opened_at` is its open time).
+    pub open_time_known: bool,
+    /// Unrealized PnL at the last observation, USD.
+    pub last_upnl: Decimal,
 }
 
 /// Everything one scan writes, in one transaction.
@@ -35,6 +67,8 @@ pub struct ScanWrite<'a> {
     pub frozen_days: &'a [LiquidityDay],
     /// Scanner state of every wallet kept in the data.
     pub wallet_states: &'a [WalletScanState],
+    /// Open positions being followed.
+    pub tracked: &'a [TrackedPosition],
 }
 
 impl Store {
@@ -55,21 +89,68 @@ impl Store {
     /// The scanner state of every wallet, by address.
     pub fn wallet_scan_states(&self) -> Result<HashMap<String, WalletScanState>, StoreError> {
         let mut conn = self.conn()?;
-        let rows: Vec<(String, i32, Option<time::PrimitiveDateTime>)> =
-            scanned_wallets::table.load(&mut *conn)?;
+        type Row = (
+            String,
+            i32,
+            Option<time::PrimitiveDateTime>,
+            Option<time::PrimitiveDateTime>,
+            Option<DbDecimal>,
+            DbDecimal,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+        );
+        let rows: Vec<Row> = scanned_wallets::table.load(&mut *conn)?;
         Ok(rows
             .into_iter()
-            .map(|(address, missed_scans, seen)| {
-                (
-                    address.clone(),
-                    WalletScanState {
-                        address,
-                        missed_scans,
-                        last_seen_at: seen.map(from_db_time),
-                    },
-                )
+            .map(|r| {
+                let state = WalletScanState {
+                    address: r.0.clone(),
+                    missed_scans: r.1,
+                    last_seen_at: r.2.map(from_db_time),
+                    first_seen_at: r.3.map(from_db_time),
+                    first_account_value: r.4.map(Decimal::from),
+                    realized_pnl: Decimal::from(r.5),
+                    closed_count: r.6,
+                    win_count: r.7,
+                    held: [r.8, r.9, r.10, r.11],
+                };
+                (r.0, state)
             })
             .collect())
+    }
+
+    /// Open positions being followed, by wallet.
+    pub fn tracked_positions(&self) -> Result<HashMap<String, Vec<TrackedPosition>>, StoreError> {
+        let mut conn = self.conn()?;
+        let rows: Vec<(
+            String,
+            String,
+            String,
+            time::PrimitiveDateTime,
+            i32,
+            DbDecimal,
+        )> = tracked_positions::table.load(&mut *conn)?;
+        let mut out: HashMap<String, Vec<TrackedPosition>> = HashMap::new();
+        for (address, symbol, direction, opened_at, known, upnl) in rows {
+            let direction = direction.parse::<Direction>().map_err(|_| {
+                StoreError::Corrupt(format!("tracked position direction {direction:?}"))
+            })?;
+            out.entry(address.clone())
+                .or_default()
+                .push(TrackedPosition {
+                    address,
+                    symbol,
+                    direction,
+                    opened_at: from_db_time(opened_at),
+                    open_time_known: known != 0,
+                    last_upnl: Decimal::from(upnl),
+                });
+        }
+        Ok(out)
     }
 
     /// Writes a scan atomically: frozen days, candles, the new data version
@@ -143,6 +224,16 @@ impl Store {
                         scanned_wallets::address.eq(&s.address),
                         scanned_wallets::missed_scans.eq(s.missed_scans),
                         scanned_wallets::last_seen_at.eq(s.last_seen_at.map(to_db_time)),
+                        scanned_wallets::first_seen_at.eq(s.first_seen_at.map(to_db_time)),
+                        scanned_wallets::first_account_value
+                            .eq(s.first_account_value.as_ref().map(DbDecimal::from)),
+                        scanned_wallets::realized_pnl.eq(DbDecimal::from(&s.realized_pnl)),
+                        scanned_wallets::closed_count.eq(s.closed_count),
+                        scanned_wallets::win_count.eq(s.win_count),
+                        scanned_wallets::held_scalper.eq(s.held[0]),
+                        scanned_wallets::held_day.eq(s.held[1]),
+                        scanned_wallets::held_swing.eq(s.held[2]),
+                        scanned_wallets::held_position.eq(s.held[3]),
                     )
                 })
                 .collect();
@@ -150,8 +241,31 @@ impl Store {
                 conn,
                 scanned_wallets::table,
                 &states,
-                3,
+                12,
                 "wallet states",
+                progress
+            );
+            diesel::delete(tracked_positions::table).execute(conn)?;
+            let tracked: Vec<_> = scan
+                .tracked
+                .iter()
+                .map(|t| {
+                    (
+                        tracked_positions::address.eq(&t.address),
+                        tracked_positions::symbol.eq(&t.symbol),
+                        tracked_positions::direction.eq(t.direction.as_str()),
+                        tracked_positions::opened_at.eq(to_db_time(t.opened_at)),
+                        tracked_positions::open_time_known.eq(i32::from(t.open_time_known)),
+                        tracked_positions::last_upnl.eq(DbDecimal::from(&t.last_upnl)),
+                    )
+                })
+                .collect();
+            insert_chunked!(
+                conn,
+                tracked_positions::table,
+                &tracked,
+                6,
+                "tracked positions",
                 progress
             );
             Ok(version)

@@ -19,7 +19,7 @@ use market_model::{Candle, Interval, LiquidityDay, Market, MarketPosition, Walle
 use time::{Date, OffsetDateTime};
 
 pub use connection::{BackendKind, ConnectionManager, DbConnection};
-pub use ingest::{ScanWrite, WalletScanState};
+pub use ingest::{ScanWrite, TrackedPosition, WalletScanState};
 pub use tokens::{TokenRecord, UsageRow};
 
 use convert::*;

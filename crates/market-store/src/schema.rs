@@ -169,9 +169,33 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::Dec;
     scanned_wallets (address) {
         address -> Text,
         missed_scans -> Integer,
         last_seen_at -> Nullable<Timestamp>,
+        first_seen_at -> Nullable<Timestamp>,
+        first_account_value -> Nullable<Dec>,
+        realized_pnl -> Dec,
+        closed_count -> Integer,
+        win_count -> Integer,
+        held_scalper -> Integer,
+        held_day -> Integer,
+        held_swing -> Integer,
+        held_position -> Integer,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::Dec;
+    tracked_positions (address, symbol) {
+        address -> Text,
+        symbol -> Text,
+        direction -> Text,
+        opened_at -> Timestamp,
+        open_time_known -> Integer,
+        last_upnl -> Dec,
     }
 }

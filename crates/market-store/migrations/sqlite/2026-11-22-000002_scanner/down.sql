@@ -1,1 +1,2 @@
+DROP TABLE tracked_positions;
 DROP TABLE scanned_wallets;
