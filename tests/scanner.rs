@@ -684,6 +684,48 @@ async fn analytics_follow_closed_positions(backend: Backend) {
     assert_eq!(sorted["items"][0]["address"], address(0));
 }
 
+async fn the_first_scan_of_a_day_freezes_the_previous_day(backend: Backend) {
+    use diesel::connection::SimpleConnection;
+    let app = empty_app(backend).await;
+    let server = info_server(4);
+    scan(&app.store, &server, fast()).await.unwrap();
+    // Pretend the first scan ran yesterday.
+    let sql = match backend {
+        Backend::Sqlite => "UPDATE snapshots SET observed_at = datetime(observed_at, '-1 day')",
+        Backend::Postgres => "UPDATE snapshots SET observed_at = observed_at - interval '1 day'",
+    };
+    app.store.conn().unwrap().batch_execute(sql).unwrap();
+    let report = scan(&app.store, &server, fast()).await.unwrap();
+    assert_eq!(report.frozen_days, 13, "every asset's day is frozen");
+    wait_for_version(&app, report.version).await;
+    let today = time::OffsetDateTime::now_utc().date();
+    let yesterday = today.previous_day().unwrap();
+    let days = app
+        .get_ok(&format!(
+            "{NET}/liquidity-levels?fromDate={yesterday}&toDate={today}&asset=AVAX"
+        ))
+        .await;
+    let items = days["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(
+        (items[0]["date"].as_str(), items[0]["coverage"].as_str()),
+        (Some(yesterday.to_string().as_str()), Some("end_of_day"))
+    );
+    assert_eq!(
+        (items[1]["date"].as_str(), items[1]["coverage"].as_str()),
+        (Some(today.to_string().as_str()), Some("current"))
+    );
+    assert_eq!(
+        items[0]["totals"], items[1]["totals"],
+        "the same positions on both days"
+    );
+    // A later scan on the same day freezes nothing more.
+    assert_eq!(
+        scan(&app.store, &server, fast()).await.unwrap().frozen_days,
+        0
+    );
+}
+
 /// Measures a 20,000-wallet scan against the local info server with its rate
 /// limit lifted: `cargo test --release -p market-data-server --test http_api scan_of_20000 -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -717,6 +759,7 @@ async fn scan_of_20000_wallets_timing() {
 }
 
 crate::on_both_backends!(
+    the_first_scan_of_a_day_freezes_the_previous_day,
     analytics_follow_closed_positions,
     scanning_gives_the_expected_answers,
     rate_limit_and_retries_are_respected,
