@@ -129,8 +129,6 @@ fn cursor_error(e: CursorError) -> ApiError {
     responses(
         (status = 200, description = "The networks (never paged; `nextCursor` is always null).", body = NetworkList),
         (status = 400, description = "A query parameter was given (this endpoint takes none).", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
     ),
     security(("apiKey" = []))
 )]
@@ -169,9 +167,7 @@ pub async fn list_networks(req: HttpRequest, state: Data) -> Result<HttpResponse
     responses(
         (status = 200, description = "All markets.", body = MarketList),
         (status = 400, description = "Unknown sort key or query parameter.", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network.", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
     ),
     security(("apiKey" = []))
 )]
@@ -214,9 +210,7 @@ pub async fn list_markets(
     responses(
         (status = 200, description = "The market.", body = market_model::Market),
         (status = 400, description = "A query parameter was given (this endpoint takes none).", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
     ),
     security(("apiKey" = []))
 )]
@@ -253,9 +247,7 @@ pub async fn get_market(
     responses(
         (status = 200, description = "A page of positions.", body = PositionList),
         (status = 400, description = "Bad direction, limit, cursor or unknown parameter.", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
     ),
     security(("apiKey" = []))
 )]
@@ -336,9 +328,7 @@ pub async fn list_positions(
     responses(
         (status = 200, description = "A page of wallets.", body = WalletList),
         (status = 400, description = "Bad size, direction, sort, limit, cursor or unknown parameter.", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network.", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
     ),
     security(("apiKey" = []))
 )]
@@ -435,10 +425,7 @@ pub async fn list_wallets(
     responses(
         (status = 200, description = "A page of liquidity days.", body = LiquidityLevelsList),
         (status = 400, description = "Missing or bad dates, a window over 90 days, bad limit or cursor, or unknown parameter.", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The database is unreachable or busy.", body = Problem, content_type = "application/problem+json"),
     ),
     security(("apiKey" = []))
 )]
@@ -571,10 +558,7 @@ pub async fn list_liquidity_levels(
     responses(
         (status = 200, description = "Candles.", body = CandleSeries),
         (status = 400, description = "Missing or unknown interval, bad instant, limit or cursor, or unknown parameter.", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid `X-API-Key`.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "Unexpected failure.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The database is unreachable or busy.", body = Problem, content_type = "application/problem+json"),
     ),
     security(("apiKey" = []))
 )]

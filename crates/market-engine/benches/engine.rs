@@ -14,26 +14,59 @@ fn engine(c: &mut Criterion) {
     // About 400,000 positions (the reference dataset).
     let now = time::macros::datetime!(2026-11-22 12:00 UTC);
     let data = generate(&DemoConfig::new(140_000, 42, now), &mut |_, _, _| {});
-    eprintln!("dataset: {} wallets, {} positions", data.scan.wallets.len(), data.scan.positions.len());
+    eprintln!(
+        "dataset: {} wallets, {} positions",
+        data.scan.wallets.len(),
+        data.scan.positions.len()
+    );
 
     let mut g = c.benchmark_group("engine");
     g.sample_size(10);
     g.bench_function("materialize_400k_positions", |b| {
-        b.iter_batched(|| data.scan.clone(), |scan| black_box(materialize("perpnet", scan).unwrap()), BatchSize::LargeInput)
+        b.iter_batched(
+            || data.scan.clone(),
+            |scan| black_box(materialize("perpnet", scan).unwrap()),
+            BatchSize::LargeInput,
+        )
     });
     let materialized = materialize("perpnet", data.scan.clone()).unwrap();
     g.bench_function("snapshot_index_400k_positions", |b| {
-        b.iter_batched(|| materialized.clone(), |m| black_box(Snapshot::build(1, m)), BatchSize::LargeInput)
+        b.iter_batched(
+            || materialized.clone(),
+            |m| black_box(Snapshot::build(1, m)),
+            BatchSize::LargeInput,
+        )
     });
-    let btc_price = &materialized.markets.iter().find(|m| m.symbol == "BTC").unwrap().price.0;
-    let btc: Vec<_> = materialized.positions.iter().filter(|p| p.symbol == "BTC").cloned().collect();
+    let btc_price = &materialized
+        .markets
+        .iter()
+        .find(|m| m.symbol == "BTC")
+        .unwrap()
+        .price
+        .0;
+    let btc: Vec<_> = materialized
+        .positions
+        .iter()
+        .filter(|p| p.symbol == "BTC")
+        .cloned()
+        .collect();
     let size = bucket_size_for_price(btc_price);
-    g.bench_function(format!("liquidity_levels_btc_{}_positions", btc.len()), |b| {
-        b.iter(|| black_box(market_engine::aggregate::liquidity_levels(&size, &btc)))
+    g.bench_function(
+        format!("liquidity_levels_btc_{}_positions", btc.len()),
+        |b| b.iter(|| black_box(market_engine::aggregate::liquidity_levels(&size, &btc))),
+    );
+    let hours = &data
+        .candles
+        .iter()
+        .find(|c| c.symbol == "BTC" && c.interval == Interval::H1)
+        .unwrap()
+        .candles;
+    g.bench_function(format!("rollup_{}_1h_candles_to_1d", hours.len()), |b| {
+        b.iter(|| black_box(rollup(hours, Interval::D1)))
     });
-    let hours = &data.candles.iter().find(|c| c.symbol == "BTC" && c.interval == Interval::H1).unwrap().candles;
-    g.bench_function(format!("rollup_{}_1h_candles_to_1d", hours.len()), |b| b.iter(|| black_box(rollup(hours, Interval::D1))));
-    g.bench_function(format!("rollup_{}_1h_candles_to_4h", hours.len()), |b| b.iter(|| black_box(rollup(hours, Interval::H4))));
+    g.bench_function(format!("rollup_{}_1h_candles_to_4h", hours.len()), |b| {
+        b.iter(|| black_box(rollup(hours, Interval::H4)))
+    });
     g.finish();
 }
 

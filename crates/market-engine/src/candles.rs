@@ -94,7 +94,7 @@ pub fn rollup_source(target: Interval, stored: &[Interval]) -> Option<Interval> 
         .max_by_key(|s| s.nominal_ms())
 }
 
-/// Builds a candle from its open time and values.
+/// Builds a candle from its open time and values (see [`Candle::at`]).
 pub fn candle_at(
     time: i64,
     open: Decimal,
@@ -104,18 +104,7 @@ pub fn candle_at(
     volume: Decimal,
     trades: u64,
 ) -> Candle {
-    let open_time = OffsetDateTime::from_unix_timestamp_nanos(time as i128 * 1_000_000)
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    Candle {
-        time,
-        open_time,
-        open,
-        high,
-        low,
-        close,
-        volume,
-        trades,
-    }
+    Candle::at(time, open, high, low, close, volume, trades)
 }
 
 /// Rolls ascending candles of a finer interval up into `target` periods

@@ -392,6 +392,32 @@ pub struct Candle {
     pub trades: u64,
 }
 
+impl Candle {
+    /// A candle opening at `time` (epoch ms); `openTime` is derived from it.
+    pub fn at(
+        time: i64,
+        open: Decimal,
+        high: Decimal,
+        low: Decimal,
+        close: Decimal,
+        volume: Decimal,
+        trades: u64,
+    ) -> Candle {
+        let open_time = OffsetDateTime::from_unix_timestamp_nanos(i128::from(time) * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        Candle {
+            time,
+            open_time,
+            open,
+            high,
+            low,
+            close,
+            volume,
+            trades,
+        }
+    }
+}
+
 /// Response of `GET /networks/{network}/markets/{asset}/candles`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

@@ -195,38 +195,15 @@ pub(crate) fn candle_rows(batch: &CandleBatch<'_>) -> Vec<CandleRow> {
 }
 
 pub(crate) fn candle_from_row(r: CandleRow) -> Candle {
-    candle_of(
+    Candle::at(
         r.open_time,
         dec(r.open),
         dec(r.high),
         dec(r.low),
         dec(r.close),
         dec(r.volume),
-        r.trades,
+        r.trades.max(0) as u64,
     )
-}
-
-fn candle_of(
-    time: i64,
-    open: Decimal,
-    high: Decimal,
-    low: Decimal,
-    close: Decimal,
-    volume: Decimal,
-    trades: i64,
-) -> Candle {
-    let open_time = time::OffsetDateTime::from_unix_timestamp_nanos(time as i128 * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    Candle {
-        time,
-        open_time,
-        open,
-        high,
-        low,
-        close,
-        volume,
-        trades: trades.max(0) as u64,
-    }
 }
 
 fn level_from(
