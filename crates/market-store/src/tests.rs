@@ -30,7 +30,10 @@ impl Drop for Guard {
 
 fn migrated(url: &str) -> Store {
     let store = Store::open(url, PoolOptions::default()).unwrap();
-    assert!(store.migrate().unwrap() >= 2, "the embedded migrations run on a new database");
+    assert!(
+        store.migrate().unwrap() >= 2,
+        "the embedded migrations run on a new database"
+    );
     assert_eq!(store.migrate().unwrap(), 0, "migrations are idempotent");
     store
 }
