@@ -18,7 +18,7 @@ const NET: &str = "/v1/networks/perpnet";
 
 fn reference(name: &str) -> Value {
     let path = format!(
-        "{}/../../../shared/reference/hyperliquid-info/{name}",
+        "{}/../../crates/market-ingest/fixtures/hyperliquid-info/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")))

@@ -85,7 +85,7 @@ mod tests {
 
     fn fixture(name: &str) -> String {
         std::fs::read_to_string(format!(
-            "{}/../../../shared/reference/hyperliquid-info/{name}",
+            "{}/fixtures/hyperliquid-info/{name}",
             env!("CARGO_MANIFEST_DIR")
         ))
         .unwrap()

@@ -164,7 +164,7 @@ mod tests {
 
     fn fixture(name: &str) -> String {
         let path = format!(
-            "{}/../../../shared/reference/hyperliquid-info/{name}",
+            "{}/fixtures/hyperliquid-info/{name}",
             env!("CARGO_MANIFEST_DIR")
         );
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))

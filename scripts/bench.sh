@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Load benchmark: our release server on the reference dataset against a
+# baseline actix-web server returning the same number of bytes, under the same
+# wrk load, alternating, with medians of several runs. Not run by CI.
+#
+#   scripts/bench.sh [RUNS] [WALLETS]       (defaults: 3 runs, 100000 wallets)
+#
+# Needs wrk (Debian: apt-get install wrk). Prints a markdown table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${1:-3}
+WALLETS=${2:-100000}
+DURATION=${DURATION:-10s}
+OURS=127.0.0.1:18801
+BASE=127.0.0.1:18802
+command -v wrk > /dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
+
+cargo build --release -q -p market-data-server -p bench-baseline
+BIN=target/release/market-data-server
+WORK=$(mktemp -d)
+trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
+
+echo "seeding $WALLETS wallets" >&2
+/usr/bin/time -f "seed: %e s, peak RSS %M KB" "$BIN" seed-demo --wallets "$WALLETS" --database-url "$WORK/bench.db" 2> "$WORK/seed.log" || { cat "$WORK/seed.log"; exit 1; }
+tail -n 1 "$WORK/seed.log" >&2
+TOKEN=$("$BIN" token create --name bench --database-url "$WORK/bench.db" | tail -n 1)
+
+start=$(date +%s.%N)
+"$BIN" serve --bind "$OURS" --database-url "$WORK/bench.db" 2> "$WORK/serve.log" &
+SERVER=$!
+until curl -sf "http://$OURS/healthz" > /dev/null; do sleep 0.05; done
+ready=$(echo "$(date +%s.%N) - $start" | bc)
+echo "serve ready after ${ready} s; RSS $(grep VmRSS /proc/$SERVER/status | awk '{print $2, $3}')" >&2
+
+TODAY=$(date -u +%F)
+FROM=$(date -u -d '-29 days' +%F)
+declare -a NAMES=(
+  "markets list"
+  "market detail"
+  "whale-positions (limit=200)"
+  "wallets (limit=200, size=whale)"
+  "liquidity-levels (30 days, one asset)"
+  "candles (1h, 500)"
+)
+declare -a PATHS=(
+  "/v1/networks/perpnet/markets"
+  "/v1/networks/perpnet/markets/BTC"
+  "/v1/networks/perpnet/markets/BTC/whale-positions?limit=200"
+  "/v1/networks/perpnet/wallets?limit=200&size=whale"
+  "/v1/networks/perpnet/liquidity-levels?fromDate=$FROM&toDate=$TODAY&asset=ETH&limit=30"
+  "/v1/networks/perpnet/markets/BTC/candles?interval=1h&limit=500"
+)
+SIZES=()
+for p in "${PATHS[@]}"; do
+  SIZES+=("$(curl -s -H "X-API-Key: $TOKEN" "http://$OURS$p" | wc -c)")
+done
+target/release/bench-baseline "$BASE" "${SIZES[@]}" 2> /dev/null &
+until curl -sf "http://$BASE/bytes/${SIZES[0]}" > /dev/null; do sleep 0.05; done
+
+# wrk → "req/s p50_ms p99_ms"
+measure() {
+  wrk -t2 -c64 -d"$DURATION" --latency -H "X-API-Key: $TOKEN" "$1" | awk '
+    function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    /Requests\/sec/ { rps = $2 }
+    $1 == "50%" { p50 = ms($2) }
+    $1 == "99%" { p99 = ms($2) }
+    END { printf "%s %s %s\n", rps, p50, p99 }'
+}
+median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
+echo
+echo "| endpoint | body bytes | ours req/s | baseline req/s | throughput ratio | ours p50 / p99 ms | baseline p50 / p99 ms | p99 ratio |"
+echo "|---|---|---|---|---|---|---|---|"
+for i in "${!PATHS[@]}"; do
+  : > "$WORK/ours"; : > "$WORK/base"
+  for _ in $(seq 1 "$RUNS"); do
+    measure "http://$OURS${PATHS[$i]}" >> "$WORK/ours"
+    measure "http://$BASE/bytes/${SIZES[$i]}" >> "$WORK/base"
+  done
+  o_rps=$(cut -d' ' -f1 "$WORK/ours" | median); b_rps=$(cut -d' ' -f1 "$WORK/base" | median)
+  o_p50=$(cut -d' ' -f2 "$WORK/ours" | median); b_p50=$(cut -d' ' -f2 "$WORK/base" | median)
+  o_p99=$(cut -d' ' -f3 "$WORK/ours" | median); b_p99=$(cut -d' ' -f3 "$WORK/base" | median)
+  printf "| %s | %s | %.0f | %.0f | %.2f | %.2f / %.2f | %.2f / %.2f | %.2f |\n" "${NAMES[$i]}" "${SIZES[$i]}" \
+    "$o_rps" "$b_rps" "$(echo "$o_rps / $b_rps" | bc -l)" "$o_p50" "$o_p99" "$b_p50" "$b_p99" "$(echo "$o_p99 / $b_p99" | bc -l)"
+done
+echo
+echo "median of $RUNS alternating runs, wrk -t2 -c64 -d$DURATION, $(nproc) cores; serve RSS now: $(grep VmRSS /proc/$SERVER/status | awk '{print $2, $3}')"
