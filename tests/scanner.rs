@@ -440,30 +440,13 @@ async fn readers_never_see_a_mixed_state(backend: Backend) {
         tokio::spawn(async move {
             let mut checked = 0;
             while reading.load(Ordering::Relaxed) {
-                let m = app
-                    .request(
-                        &format!("{NET}/markets/AVAX"),
-                        Some(("X-API-Key", &app.token)),
-                    )
+                let (vm, m) = app.get_versioned(&format!("{NET}/markets/AVAX")).await;
+                let (vp, p) = app
+                    .get_versioned(&format!(
+                        "{NET}/markets/AVAX/whale-positions?direction=long&limit=200"
+                    ))
                     .await;
-                let vm = m.headers()["x-data-version"].clone();
-                let m: Value = m.json().await.unwrap();
-                let p = app
-                    .request(
-                        &format!("{NET}/markets/AVAX/whale-positions?direction=long&limit=200"),
-                        Some(("X-API-Key", &app.token)),
-                    )
-                    .await;
-                let vp = p.headers()["x-data-version"].clone();
-                let p: Value = p.json().await.unwrap();
-                let w = app
-                    .request(
-                        &format!("{NET}/wallets?limit=200"),
-                        Some(("X-API-Key", &app.token)),
-                    )
-                    .await;
-                let vw = w.headers()["x-data-version"].clone();
-                let w: Value = w.json().await.unwrap();
+                let (vw, w) = app.get_versioned(&format!("{NET}/wallets?limit=200")).await;
                 // Within one version, counts agree across endpoints.
                 if vm == vp {
                     assert_eq!(

@@ -291,6 +291,13 @@ impl TestApp {
         req.send().await.unwrap()
     }
 
+    /// GET with the key; (`X-Data-Version`, JSON body).
+    pub async fn get_versioned(&self, path: &str) -> (String, Value) {
+        let res = self.request(path, Some(("X-API-Key", &self.token))).await;
+        let version = res.headers()["x-data-version"].to_str().unwrap().to_owned();
+        (version, res.json().await.unwrap())
+    }
+
     /// GET with the key; (status, body text).
     pub async fn get_raw(&self, path: &str) -> (u16, String) {
         let res = self.request(path, Some(("X-API-Key", &self.token))).await;

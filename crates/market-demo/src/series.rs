@@ -6,7 +6,7 @@
 //! price, and every earlier close is derived backwards from the returns, so
 //! prices stay near the plausible current levels whatever the seed.
 
-use market_engine::candles::{candle_at, rollup};
+use market_engine::candles::rollup;
 use market_model::{Candle, Interval};
 use rand_chacha::ChaCha8Rng;
 
@@ -245,7 +245,7 @@ impl CandleBuilder<'_> {
             let mid = (high + low) as f64 / 2.0 / scale;
             volume = round_i64(usd / mid * pow10(sz) as f64).max(1);
         }
-        candle_at(
+        Candle::at(
             time,
             dec_norm(open, dec),
             dec_norm(high, dec),

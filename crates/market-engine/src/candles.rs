@@ -1,6 +1,5 @@
 //! Candle periods and roll-ups of finer candles into coarser intervals.
 
-use bigdecimal::BigDecimal;
 use market_model::{Candle, Decimal, Interval};
 use time::{Date, Month, OffsetDateTime, Time};
 
@@ -94,19 +93,6 @@ pub fn rollup_source(target: Interval, stored: &[Interval]) -> Option<Interval> 
         .max_by_key(|s| s.nominal_ms())
 }
 
-/// Builds a candle from its open time and values (see [`Candle::at`]).
-pub fn candle_at(
-    time: i64,
-    open: Decimal,
-    high: Decimal,
-    low: Decimal,
-    close: Decimal,
-    volume: Decimal,
-    trades: u64,
-) -> Candle {
-    Candle::at(time, open, high, low, close, volume, trades)
-}
-
 /// Rolls ascending candles of a finer interval up into `target` periods
 /// (UTC-aligned): open of the first, close of the last, extreme high and low,
 /// summed volume and trades. A period with no source candle produces no candle.
@@ -126,7 +112,7 @@ pub fn rollup(source: &[Candle], target: Interval) -> Vec<Candle> {
                 last.volume = Decimal(&last.volume.0 + &c.volume.0);
                 last.trades += c.trades;
             }
-            _ => out.push(candle_at(
+            _ => out.push(Candle::at(
                 start,
                 c.open.clone(),
                 c.high.clone(),
@@ -140,11 +126,6 @@ pub fn rollup(source: &[Candle], target: Interval) -> Vec<Candle> {
     out
 }
 
-/// Zero volume helper for generators.
-pub fn zero_volume() -> Decimal {
-    Decimal(BigDecimal::from(0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,7 +136,7 @@ mod tests {
     }
 
     fn c(t: i64, o: &str, h: &str, l: &str, cl: &str, v: &str, n: u64) -> Candle {
-        candle_at(
+        Candle::at(
             t,
             o.parse().unwrap(),
             h.parse().unwrap(),

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use market_engine::analytics::WalletHistory;
-use market_engine::candles::{candle_at, period_start};
+use market_engine::candles::period_start;
 use market_engine::{materialize, Analytics, Quote, ScanInput, WalletInput};
 use market_model::{
     Candle, Coverage, Decimal, Interval, LiquidityDay, MarketPosition, Wallet, NETWORK_ID,
@@ -391,7 +391,7 @@ pub fn run_scan(
                 let mut candles: Vec<Candle> = list
                     .into_iter()
                     .filter(|c| c.i == "1h" && c.t % HOUR_MS == 0 && c.t >= start)
-                    .map(|c| candle_at(c.t, c.o, c.h, c.l, c.c, c.v, c.n))
+                    .map(|c| Candle::at(c.t, c.o, c.h, c.l, c.c, c.v, c.n))
                     .collect();
                 candles.sort_by_key(|c| c.time);
                 candles.dedup_by_key(|c| c.time);
