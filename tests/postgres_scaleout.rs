@@ -232,25 +232,29 @@ async fn the_service_recovers_when_postgres_drops_and_refuses_connections() {
     let app = spawn_app(Backend::Postgres).await;
     let name = app.db.pg_name().unwrap().to_owned();
     let today = app.today();
-    let db_backed = format!(
-        "{NET}/liquidity-levels?fromDate={}&toDate={today}&asset=BTC",
-        today - time::Duration::days(5)
-    );
-    app.get_ok(&db_backed).await;
+    // Each `limit` is a page the server has not rendered yet, so the request
+    // reaches the database (rendered pages are cached per data version).
+    let db_backed = |limit: u32| {
+        format!(
+            "{NET}/liquidity-levels?fromDate={}&toDate={today}&asset=BTC&limit={limit}",
+            today - time::Duration::days(5)
+        )
+    };
+    app.get_ok(&db_backed(1)).await;
     let mut admin = pg_admin_connection();
     let terminate = format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()");
 
     // 1. Every server connection is killed (as in a restart or failover): requests recover at once.
     admin.batch_execute(&terminate).unwrap();
     let res = app
-        .request(&db_backed, Some(("X-API-Key", &app.token)))
+        .request(&db_backed(2), Some(("X-API-Key", &app.token)))
         .await;
     assert!(
         matches!(res.status().as_u16(), 200 | 503),
         "{}",
         res.status()
     );
-    app.get_ok(&db_backed).await;
+    app.get_ok(&db_backed(3)).await;
 
     // 2. The database refuses connections for a while (as while PostgreSQL restarts): fast 503s, no hang, no 500.
     admin
@@ -258,10 +262,10 @@ async fn the_service_recovers_when_postgres_drops_and_refuses_connections() {
         .unwrap();
     admin.batch_execute(&terminate).unwrap();
     let mut saw_503 = false;
-    for _ in 0..3 {
+    for limit in 4..7 {
         let started = Instant::now();
         let res = app
-            .request(&db_backed, Some(("X-API-Key", &app.token)))
+            .request(&db_backed(limit), Some(("X-API-Key", &app.token)))
             .await;
         let status = res.status().as_u16();
         assert!(
@@ -298,7 +302,7 @@ async fn the_service_recovers_when_postgres_drops_and_refuses_connections() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    app.get_ok(&db_backed).await;
+    app.get_ok(&db_backed(7)).await;
     app.get_ok(&format!("{NET}/markets/BTC/candles?interval=1h&limit=3"))
         .await;
 }

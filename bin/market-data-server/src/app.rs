@@ -4,7 +4,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::dev::Server;
-use actix_web::middleware::{from_fn, Logger};
+use actix_web::middleware::{from_fn, Compress, Logger};
 use actix_web::{web, App, HttpServer};
 use utoipa_swagger_ui::SwaggerUi;
 
@@ -95,6 +95,9 @@ pub fn serve(
             .configure(configure.clone())
             .default_service(web::to(not_found))
             .wrap(from_fn(request_context))
+            // gzip only when the client asks (Accept-Encoding); outermost, so
+            // problem responses are compressed too.
+            .wrap(Compress::default())
             .wrap(Logger::new("%a \"%r\" %s %b %Dms rid=%{x-request-id}o"))
     })
     .workers(workers)

@@ -35,6 +35,9 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per CPU).
     #[arg(long, env = "WORKERS")]
     pub workers: Option<usize>,
+    /// Memory bound (MiB) of the cache of rendered liquidity-levels and candles pages of the served data version (0 disables it).
+    #[arg(long, env = "PAGE_CACHE_MB", default_value_t = 64)]
+    pub page_cache_mb: usize,
     /// Database selection.
     #[command(flatten)]
     pub db: DbArgs,
@@ -269,6 +272,7 @@ fn create_token(
 
 fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
     let state = AppState::new(store).context("loading the served data")?;
+    state.set_page_cache_capacity(args.page_cache_mb << 20);
     state.spawn_reloader();
     state.spawn_usage_flusher();
     let listener =

@@ -1,8 +1,12 @@
 //! The seven read endpoints. Each is thin: parse, look up in the served
 //! snapshot (or run one keyset query), serialize.
 
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
+use bytes::Bytes;
 use market_engine::candles::{next_period, period_start, periods_back, rollup, rollup_source};
 use market_engine::{AssetLookup, PositionKey, Snapshot, WalletKey, WalletOrder};
 use market_model::{
@@ -43,15 +47,30 @@ pub fn json<T: Serialize>(body: &T) -> HttpResponse {
 /// Header naming the data version a response was computed from.
 pub const DATA_VERSION: &str = "X-Data-Version";
 
-/// Serializes a body computed from `snapshot`, naming its data version.
-fn versioned<T: Serialize>(req: &HttpRequest, snapshot: &Snapshot, body: &T) -> HttpResponse {
-    use std::hash::{Hash, Hasher};
-    let bytes = serde_json::to_vec(body).expect("responses serialize");
-    // The tag covers the bytes, so it is right even where a default (such as
-    // the candles' `to` = now) changes the answer within one data version.
+/// A hash of everything that selects a response besides the data version.
+fn identity(parts: impl Hash) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut hasher);
-    let etag = format!("\"{:x}-{:016x}\"", snapshot.version, hasher.finish());
+    parts.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The identity of a response that is a function of the data version, the
+/// path and the query string.
+fn request_identity(req: &HttpRequest) -> u64 {
+    identity((&req.path(), &req.query_string()))
+}
+
+/// A response body computed from `snapshot`, with its data version, `ETag`
+/// (the version plus `identity`: a hash of the normalized request, so no
+/// request hashes its body) and freshness headers; 304 when `If-None-Match`
+/// names the tag.
+fn versioned(
+    req: &HttpRequest,
+    snapshot: &Snapshot,
+    identity: u64,
+    body: impl FnOnce() -> Bytes,
+) -> HttpResponse {
+    let etag = format!("\"{:x}-{identity:016x}\"", snapshot.version);
     let not_modified = req.headers().get_all(header::IF_NONE_MATCH).any(|v| {
         v.to_str().is_ok_and(|v| {
             v.split(',')
@@ -64,7 +83,7 @@ fn versioned<T: Serialize>(req: &HttpRequest, snapshot: &Snapshot, body: &T) -> 
     } else {
         HttpResponse::Ok()
             .insert_header((header::CONTENT_TYPE, "application/json"))
-            .body(bytes)
+            .body(body())
     };
     let headers = res.headers_mut();
     headers.insert(
@@ -86,6 +105,52 @@ fn versioned<T: Serialize>(req: &HttpRequest, snapshot: &Snapshot, body: &T) -> 
         }
     }
     res
+}
+
+/// Serializes `envelope`, whose array `field` is empty, with `items` (JSON
+/// array elements joined by commas, `len` bytes) spliced into that array:
+/// the envelope's layout stays the model type's, the items are already rendered.
+fn with_items<T: Serialize>(
+    envelope: &T,
+    field: &str,
+    len: usize,
+    items: impl FnOnce(&mut Vec<u8>),
+) -> Bytes {
+    let head = serde_json::to_vec(envelope).expect("responses serialize");
+    let pattern = format!("\"{field}\":[]");
+    let at = head
+        .windows(pattern.len())
+        .position(|w| w == pattern.as_bytes())
+        .expect("the envelope has the empty array")
+        + pattern.len()
+        - 1;
+    let mut out = Vec::with_capacity(head.len() + len);
+    out.extend_from_slice(&head[..at]);
+    items(&mut out);
+    out.extend_from_slice(&head[at..]);
+    out.into()
+}
+
+/// A slice of the served snapshot as a response body without copying it.
+struct SnapshotBytes<F: Fn(&Snapshot) -> &[u8]> {
+    snapshot: Arc<Snapshot>,
+    select: F,
+}
+
+impl<F: Fn(&Snapshot) -> &[u8]> AsRef<[u8]> for SnapshotBytes<F> {
+    fn as_ref(&self) -> &[u8] {
+        (self.select)(&self.snapshot)
+    }
+}
+
+fn snapshot_bytes(
+    snapshot: &Arc<Snapshot>,
+    select: impl Fn(&Snapshot) -> &[u8] + Send + Sync + 'static,
+) -> Bytes {
+    Bytes::from_owner(SnapshotBytes {
+        snapshot: snapshot.clone(),
+        select,
+    })
 }
 
 fn check_network(network: &str) -> Result<(), ApiError> {
@@ -135,18 +200,19 @@ fn cursor_error(e: CursorError) -> ApiError {
 pub async fn list_networks(req: HttpRequest, state: Data) -> Result<HttpResponse, ApiError> {
     Params::parse(req.query_string(), &[])?;
     let snapshot = state.snapshot();
-    Ok(versioned(
-        &req,
-        &snapshot,
-        &NetworkList {
+    Ok(versioned(&req, &snapshot, request_identity(&req), || {
+        let list = NetworkList {
             items: vec![NetworkItem {
                 network: NETWORK_ID.to_owned(),
                 display_name: "Perpnet (Hyperliquid-style perpetuals)".to_owned(),
                 scan_asset_count: snapshot.asset_count() as u32,
             }],
             next_cursor: None,
-        },
-    ))
+        };
+        serde_json::to_vec(&list)
+            .expect("responses serialize")
+            .into()
+    }))
 }
 
 /// List markets.
@@ -186,10 +252,8 @@ pub async fn list_markets(
     Ok(versioned(
         &req,
         &snapshot,
-        &MarketList {
-            items: snapshot.markets(sort, order).cloned().collect(),
-            coverage: Coverage::ScannedWallets,
-        },
+        identity((&sort, &order)),
+        || snapshot_bytes(&snapshot, move |s| s.market_list_json(sort, order)),
     ))
 }
 
@@ -224,7 +288,9 @@ pub async fn get_market(
     Params::parse(req.query_string(), &[])?;
     let snapshot = state.snapshot();
     let index = resolve_asset(&snapshot, &asset)?;
-    Ok(versioned(&req, &snapshot, snapshot.market(index)))
+    Ok(versioned(&req, &snapshot, identity(index), || {
+        snapshot_bytes(&snapshot, move |s| s.market_json(index))
+    }))
 }
 
 /// List the positions in one market.
@@ -285,23 +351,25 @@ pub async fn list_positions(
             })
         })
         .transpose()?;
-    let page = snapshot.positions_page(index, direction, after.as_ref(), limit as usize);
-    let next_cursor = match (page.has_more, page.items.last()) {
+    let keyed = snapshot.positions_page(index, direction, after.as_ref(), limit as usize);
+    let next_cursor = match (keyed.page.has_more, keyed.last) {
         (true, Some(last)) => Some(pagination::encode(
             &query,
-            &(last.position_value.to_string(), &last.address),
+            &(last.value.unwrap_or_default(), last.address),
         )),
         _ => None,
     };
-    Ok(versioned(
-        &req,
-        &snapshot,
-        &PositionList {
-            items: page.items.into_iter().cloned().collect(),
+    let key = identity((&query, &params.get("cursor"), &limit));
+    Ok(versioned(&req, &snapshot, key, || {
+        let envelope = PositionList {
+            items: Vec::new(),
             next_cursor,
             coverage: Coverage::ScannedWallets,
-        },
-    ))
+        };
+        with_items(&envelope, "items", keyed.page.json_len(), |out| {
+            keyed.page.write_items(out)
+        })
+    }))
 }
 
 /// List wallets.
@@ -381,26 +449,22 @@ pub async fn list_wallets(
         after.as_ref(),
         limit as usize,
     );
-    let next_cursor = match (page.has_more, page.items.last()) {
-        (true, Some(last)) => {
-            let key = Snapshot::wallet_key(last, sort);
-            Some(pagination::encode(
-                &query,
-                &(key.value.map(|v| v.to_plain_string()), key.address),
-            ))
-        }
+    let next_cursor = match (page.page.has_more, page.last) {
+        (true, Some(last)) => Some(pagination::encode(&query, &(last.value, last.address))),
         _ => None,
     };
-    Ok(versioned(
-        &req,
-        &snapshot,
-        &WalletList {
-            items: page.items.into_iter().cloned().collect(),
+    let key = identity((&query, &params.get("cursor"), &limit));
+    Ok(versioned(&req, &snapshot, key, || {
+        let envelope = WalletList {
+            items: Vec::new(),
             next_cursor,
             total: total as u64,
             coverage: Coverage::ScannedWallets,
-        },
-    ))
+        };
+        with_items(&envelope, "items", page.page.json_len(), |out| {
+            page.page.write_items(out)
+        })
+    }))
 }
 
 /// List daily liquidation levels.
@@ -478,7 +542,36 @@ pub async fn list_liquidity_levels(
         })
         .transpose()?;
 
-    // History (frozen days before the current one) comes from the database; the current day from the snapshot.
+    let key = format!(
+        "liquidity-levels|{from}|{to}|{}|{limit}|{after:?}",
+        asset.as_deref().unwrap_or("")
+    );
+    let version = snapshot.version;
+    let body = match state.cached_page(version, &key) {
+        Some(body) => body,
+        None => {
+            let body =
+                liquidity_page(&state, &snapshot, from, to, asset, after, limit, &query).await?;
+            state.cache_page(version, key.clone(), body.clone());
+            body
+        }
+    };
+    Ok(versioned(&req, &snapshot, identity(&key), || body))
+}
+
+/// Renders one liquidity-levels page: frozen days from the database, the
+/// current day from the snapshot.
+#[allow(clippy::too_many_arguments)]
+async fn liquidity_page(
+    state: &Data,
+    snapshot: &Snapshot,
+    from: Date,
+    to: Date,
+    asset: Option<String>,
+    after: Option<(Date, String)>,
+    limit: u32,
+    query: &str,
+) -> Result<Bytes, ApiError> {
     let current_date = snapshot.current_date();
     let has_current = snapshot.version > 0;
     let history_to = if has_current && to >= current_date {
@@ -486,8 +579,8 @@ pub async fn list_liquidity_levels(
     } else {
         Some(to)
     };
-    let fetch = limit as i64 + 1;
-    let mut items: Vec<LiquidityDay> = match history_to {
+    let fetch = limit as usize + 1;
+    let mut history: Vec<LiquidityDay> = match history_to {
         Some(history_to) if from <= history_to => {
             let (store, asset_c, after_c) = (state.store.clone(), asset.clone(), after.clone());
             web::block(move || {
@@ -497,41 +590,64 @@ pub async fn list_liquidity_levels(
                     history_to,
                     asset_c.as_deref(),
                     after_c.as_ref().map(|(d, s)| (*d, s.as_str())),
-                    fetch,
+                    fetch as i64,
                 )
             })
             .await??
         }
         _ => Vec::new(),
     };
-    if (items.len() as i64) < fetch && has_current && (from..=to).contains(&current_date) {
-        let current = snapshot.current_days().iter().filter(|d| {
-            asset.as_deref().is_none_or(|a| d.network_asset_symbol == a)
-                && after.as_ref().is_none_or(|(ad, asym)| {
-                    (current_date, d.network_asset_symbol.as_str()) > (*ad, asym.as_str())
-                })
-        });
-        items.extend(current.take(fetch as usize - items.len()).cloned());
+    let mut current: Vec<(&str, &[u8])> = Vec::new();
+    if history.len() < fetch && has_current && (from..=to).contains(&current_date) {
+        current = snapshot
+            .current_days()
+            .filter(|(symbol, _)| {
+                asset.as_deref().is_none_or(|a| *symbol == a)
+                    && after
+                        .as_ref()
+                        .is_none_or(|(ad, asym)| (current_date, *symbol) > (*ad, asym.as_str()))
+            })
+            .take(fetch - history.len())
+            .collect();
     }
-    let next_cursor = if items.len() > limit as usize {
-        items.truncate(limit as usize);
-        items.last().map(|last| {
-            pagination::encode(&query, &(last.date.to_string(), &last.network_asset_symbol))
-        })
+    let limit = limit as usize;
+    let next_cursor = if history.len() + current.len() > limit {
+        let (date, symbol) = if limit <= history.len() {
+            history.truncate(limit);
+            current.clear();
+            let last = history.last().expect("limit is at least 1");
+            (last.date, last.network_asset_symbol.clone())
+        } else {
+            current.truncate(limit - history.len());
+            let last = current.last().expect("more than limit items");
+            (current_date, last.0.to_owned())
+        };
+        Some(pagination::encode(query, &(date.to_string(), symbol)))
     } else {
         None
     };
-    Ok(versioned(
-        &req,
-        &snapshot,
-        &LiquidityLevelsList {
-            from_date: from,
-            to_date: to,
-            granularity: "day".to_owned(),
-            items,
-            next_cursor,
-        },
-    ))
+    let envelope = LiquidityLevelsList {
+        from_date: from,
+        to_date: to,
+        granularity: "day".to_owned(),
+        items: Vec::new(),
+        next_cursor,
+    };
+    let len = current.iter().map(|(_, d)| d.len() + 1).sum::<usize>() + history.len() * 50_000;
+    Ok(with_items(&envelope, "items", len, |out| {
+        for (i, day) in history.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut *out, day).expect("responses serialize");
+        }
+        for (i, (_, day)) in current.iter().enumerate() {
+            if i > 0 || !history.is_empty() {
+                out.push(b',');
+            }
+            out.extend_from_slice(day);
+        }
+    }))
 }
 
 /// Get candles.
@@ -611,6 +727,17 @@ pub async fn list_candles(
     } else {
         next_period(interval, aligned)
     };
+    // Candle open times are period starts, so every `to` within one period
+    // selects the same candles: the cache key (and ETag) uses its period, and
+    // the default `to` = now does not defeat the cache.
+    let key = format!(
+        "candles|{symbol}|{interval}|{start}|{}|{limit}",
+        period_start(interval, to)
+    );
+    let version = snapshot.version;
+    if let Some(body) = state.cached_page(version, &key) {
+        return Ok(versioned(&req, &snapshot, identity(&key), || body));
+    }
     let store = state.store.clone();
     let sym = symbol.clone();
     let mut candles = web::block(move || {
@@ -657,18 +784,17 @@ pub async fn list_candles(
     } else {
         None
     };
-    Ok(versioned(
-        &req,
-        &snapshot,
-        &CandleSeries {
-            network: NETWORK_ID.to_owned(),
-            canonical_asset: market_model::symbol::canonical_of(&symbol).to_owned(),
-            coin: symbol,
-            interval,
-            candles,
-            next_cursor,
-        },
-    ))
+    let series = CandleSeries {
+        network: NETWORK_ID.to_owned(),
+        canonical_asset: market_model::symbol::canonical_of(&symbol).to_owned(),
+        coin: symbol,
+        interval,
+        candles,
+        next_cursor,
+    };
+    let body = Bytes::from(serde_json::to_vec(&series).expect("responses serialize"));
+    state.cache_page(version, key.clone(), body.clone());
+    Ok(versioned(&req, &snapshot, identity(&key), || body))
 }
 
 /// Liveness: the process answers.

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use bytes::Bytes;
 use market_engine::{Materialized, Snapshot};
 use market_store::{Store, StoreError, TokenRecord, UsageRow};
 use time::OffsetDateTime;
@@ -14,6 +15,9 @@ pub const RELOAD_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a verified token stays cached; bounds how long a revoked token keeps working.
 pub const TOKEN_CACHE_TTL: Duration = Duration::from_secs(2);
 
+/// Default bound of the rendered-page cache.
+pub const PAGE_CACHE_BYTES: usize = 64 << 20;
+
 /// State shared by all workers.
 pub struct AppState {
     /// The repository.
@@ -21,6 +25,57 @@ pub struct AppState {
     snapshot: ArcSwap<Snapshot>,
     tokens: Mutex<HashMap<String, (TokenRecord, Instant)>>,
     usage: Mutex<UsageBuffer>,
+    pages: Mutex<PageCache>,
+}
+
+/// Rendered bodies of the database-backed endpoints (liquidity-levels,
+/// candles) for the served data version, keyed by their normalized query.
+///
+/// Every entry belongs to one data version, so an entry is never stale: the
+/// cache empties when a newer version is first cached. It is bounded in
+/// bytes; when full it is emptied (the working set of a version refills it).
+#[derive(Debug)]
+pub struct PageCache {
+    version: i64,
+    pages: HashMap<String, Bytes>,
+    bytes: usize,
+    capacity: usize,
+}
+
+impl PageCache {
+    /// An empty cache holding at most `capacity` body bytes (0 disables it).
+    pub fn new(capacity: usize) -> PageCache {
+        PageCache {
+            version: 0,
+            pages: HashMap::new(),
+            bytes: 0,
+            capacity,
+        }
+    }
+
+    /// The cached body of `key` at `version`.
+    pub fn get(&self, version: i64, key: &str) -> Option<Bytes> {
+        (self.version == version)
+            .then(|| self.pages.get(key).cloned())
+            .flatten()
+    }
+
+    /// Caches `body` of `key` at `version` (ignored for an older version or a
+    /// body larger than a quarter of the capacity).
+    pub fn put(&mut self, version: i64, key: String, body: Bytes) {
+        if version < self.version || body.len() > self.capacity / 4 {
+            return;
+        }
+        if version > self.version || self.bytes + body.len() > self.capacity {
+            self.pages.clear();
+            self.bytes = 0;
+            self.version = version;
+        }
+        self.bytes += body.len();
+        if let Some(old) = self.pages.insert(key, body) {
+            self.bytes -= old.len();
+        }
+    }
 }
 
 fn empty_snapshot() -> Snapshot {
@@ -44,6 +99,7 @@ impl AppState {
             snapshot: ArcSwap::from_pointee(empty_snapshot()),
             tokens: Mutex::new(HashMap::new()),
             usage: Mutex::new(UsageBuffer::default()),
+            pages: Mutex::new(PageCache::new(PAGE_CACHE_BYTES)),
         });
         state.reload()?;
         Ok(state)
@@ -53,6 +109,27 @@ impl AppState {
     /// response never mixes two versions.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot.load_full()
+    }
+
+    /// Sets the bound of the rendered-page cache (0 disables it).
+    pub fn set_page_cache_capacity(&self, bytes: usize) {
+        *self.pages.lock().unwrap_or_else(|p| p.into_inner()) = PageCache::new(bytes);
+    }
+
+    /// A cached rendered page.
+    pub fn cached_page(&self, version: i64, key: &str) -> Option<Bytes> {
+        self.pages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(version, key)
+    }
+
+    /// Caches a rendered page.
+    pub fn cache_page(&self, version: i64, key: String, body: Bytes) {
+        self.pages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(version, key, body);
     }
 
     /// Loads the newest data version if it differs from the served one.
@@ -76,10 +153,13 @@ impl AppState {
                 current_days: loaded.current_days,
             },
         );
+        let (positions, wallets) = snapshot.counts();
+        let rendered_mib = snapshot.heap_bytes() >> 20;
         self.snapshot.store(Arc::new(snapshot));
         log::info!(
-            "serving data version {} (loaded in {} ms)",
+            "serving data version {} ({} markets, {positions} positions, {wallets} wallets; {rendered_mib} MiB rendered; loaded in {} ms)",
             meta.version,
+            self.snapshot.load().asset_count(),
             started.elapsed().as_millis()
         );
         Ok(true)
@@ -193,5 +273,33 @@ impl AppState {
                 }
             })
             .expect("spawning a thread");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_cache_keeps_one_version_within_its_bound() {
+        let mut c = PageCache::new(100);
+        c.put(1, "a".into(), Bytes::from_static(&[0; 20]));
+        assert_eq!(c.get(1, "a").map(|b| b.len()), Some(20));
+        assert_eq!(c.get(2, "a"), None, "another version never sees it");
+        c.put(1, "big".into(), Bytes::from_static(&[0; 26]));
+        assert_eq!(c.get(1, "big"), None, "over a quarter of the bound");
+        for k in ["b", "c", "d", "e"] {
+            c.put(1, k.into(), Bytes::from_static(&[0; 20]));
+        }
+        assert!(c.bytes <= 100, "{}", c.bytes);
+        assert!(c.get(1, "e").is_some());
+        c.put(2, "a".into(), Bytes::from_static(&[1; 5]));
+        assert_eq!(c.get(1, "e"), None, "a newer version empties the cache");
+        c.put(1, "old".into(), Bytes::from_static(&[0; 5]));
+        assert_eq!(c.get(1, "old"), None, "an older version is not cached");
+        assert_eq!(c.get(2, "a").unwrap()[0], 1);
+        let mut off = PageCache::new(0);
+        off.put(1, "a".into(), Bytes::from_static(b"x"));
+        assert_eq!(off.get(1, "a"), None);
     }
 }

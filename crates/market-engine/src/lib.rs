@@ -12,4 +12,6 @@ pub use aggregate::{
     materialize, AggregateError, Analytics, Materialized, Quote, ScanInput, WalletInput,
 };
 pub use buckets::{bucket_price, bucket_size_for_price};
-pub use snapshot::{AssetLookup, Page, PositionKey, Snapshot, WalletKey, WalletOrder};
+pub use snapshot::{
+    AssetLookup, ItemKey, JsonItems, KeyedPage, Page, PositionKey, Snapshot, WalletKey, WalletOrder,
+};
