@@ -5,6 +5,11 @@
 #
 #   scripts/bench.sh [RUNS] [WALLETS]       (defaults: 3 runs, 100000 wallets)
 #
+# `serve` runs with its defaults except the access log, which is off
+# (ACCESS_LOG=true to measure with it). After the load table, a last phase
+# applies a new data version (a full re-seed, heavier than a scan) while a
+# light load runs, and prints the slowest request seen meanwhile.
+#
 # Needs wrk (Debian: apt-get install wrk). Prints a markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,11 +31,12 @@ tail -n 1 "$WORK/seed.log" >&2
 TOKEN=$("$BIN" token create --name bench --database-url "$WORK/bench.db" | tail -n 1)
 
 start=$(date +%s.%N)
-"$BIN" serve --bind "$OURS" --database-url "$WORK/bench.db" 2> "$WORK/serve.log" &
+"$BIN" serve --bind "$OURS" --database-url "$WORK/bench.db" --access-log "${ACCESS_LOG:-false}" 2> "$WORK/serve.log" &
 SERVER=$!
 until curl -sf "http://$OURS/healthz" > /dev/null; do sleep 0.05; done
 ready=$(echo "$(date +%s.%N) - $start" | bc)
 echo "serve ready after ${ready} s; RSS $(grep VmRSS /proc/$SERVER/status | awk '{print $2, $3}')" >&2
+grep "serving data version" "$WORK/serve.log" >&2
 
 TODAY=$(date -u +%F)
 FROM=$(date -u -d '-29 days' +%F)
@@ -85,3 +91,22 @@ for i in "${!PATHS[@]}"; do
 done
 echo
 echo "median of $RUNS alternating runs, wrk -t2 -c64 -d$DURATION, $(nproc) cores; serve RSS now: $(grep VmRSS /proc/$SERVER/status | awk '{print $2, $3}')"
+
+# Applying a new data version while serving: a light load (wrk -t1 -c4) on
+# two snapshot endpoints during a full re-seed and the reload that follows.
+echo
+echo "applying a new data version under load:"
+VERSION_BEFORE=$(curl -s -D - -o /dev/null -H "X-API-Key: $TOKEN" "http://$OURS${PATHS[1]}" | awk 'tolower($1) == "x-data-version:" { print $2 + 0 }')
+for p in "${PATHS[1]}" "${PATHS[2]}"; do
+  wrk -t1 -c4 -d45s --latency -H "X-API-Key: $TOKEN" "http://$OURS$p" > "$WORK/during-$(echo "$p" | md5sum | cut -c1-8)" &
+done
+sleep 2
+"$BIN" seed-demo --wallets "$WALLETS" --database-url "$WORK/bench.db" > /dev/null 2>&1
+until [ "$(curl -s -D - -o /dev/null -H "X-API-Key: $TOKEN" "http://$OURS${PATHS[1]}" | awk 'tolower($1) == "x-data-version:" { print $2 + 0 }')" -gt "$VERSION_BEFORE" ]; do sleep 0.2; done
+echo "new data version served at $(date +%T)"
+wait $(jobs -p | tail -n 2) 2> /dev/null || true
+for f in "$WORK"/during-*; do
+  awk '/Latency/ && !seen { print "  latency avg " $2 ", stdev " $3 ", max " $4; seen = 1 } $1 == "99%" { print "  p99 " $2 } /requests in/ { print "  " $1 " requests" }' "$f"
+done
+grep "serving data version" "$WORK/serve.log" | tail -n 1
+echo "serve RSS after the reload: $(grep VmRSS /proc/$SERVER/status | awk '{print $2, $3}'), peak $(grep VmHWM /proc/$SERVER/status | awk '{print $2, $3}')"

@@ -98,6 +98,11 @@ fn versioned(
         header::CACHE_CONTROL,
         header::HeaderValue::from_static("no-cache"),
     );
+    // gzip is negotiated (see `Compress`): caches must key on Accept-Encoding.
+    headers.insert(
+        header::VARY,
+        header::HeaderValue::from_static("accept-encoding"),
+    );
     if snapshot.version > 0 {
         let modified = header::HttpDate::from(std::time::SystemTime::from(snapshot.observed_at));
         if let Ok(v) = header::HeaderValue::from_str(&modified.to_string()) {

@@ -123,9 +123,7 @@ impl JsonItems {
     fn span(&self, i: usize, field: &str, text: &str) -> Span {
         let item = self.item(i);
         let pattern = format!("\"{field}\":{text}");
-        let at = item
-            .windows(pattern.len())
-            .position(|w| w == pattern.as_bytes())
+        let at = memchr::memmem::find(item, pattern.as_bytes())
             .expect("a rendered item contains its own fields");
         Span {
             at: (at + field.len() + 4) as u32,

@@ -4,6 +4,8 @@ use std::fmt;
 use std::ops::Deref;
 use std::str::FromStr;
 
+use bigdecimal::num_bigint::BigInt;
+use bigdecimal::num_traits::ToPrimitive;
 use bigdecimal::{BigDecimal, RoundingMode};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -65,8 +67,81 @@ impl From<Decimal> for BigDecimal {
 
 impl fmt::Display for Decimal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.write_plain_string(f)
+        let (digits, scale) = self.0.as_bigint_and_scale();
+        match digits.to_i128() {
+            // Fast path (no allocation) for the usual sizes; the same text as
+            // `write_plain_string`, which handles everything else.
+            Some(int) if (-64..=64).contains(&scale) => write_plain(f, int, scale),
+            _ => self.0.write_plain_string(f),
+        }
     }
+}
+
+/// Writes `int × 10^-scale` in plain notation.
+fn write_plain(f: &mut fmt::Formatter<'_>, int: i128, scale: i64) -> fmt::Result {
+    let mut buf = [0u8; 40];
+    let mut at = buf.len();
+    let mut mag = int.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (mag % 10) as u8;
+        mag /= 10;
+        if mag == 0 {
+            break;
+        }
+    }
+    let digits = std::str::from_utf8(&buf[at..]).expect("ASCII digits");
+    if int < 0 {
+        f.write_str("-")?;
+    }
+    const ZEROS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+    if scale <= 0 {
+        f.write_str(digits)?;
+        return f.write_str(&ZEROS[..(-scale) as usize]);
+    }
+    let scale = scale as usize;
+    if digits.len() > scale {
+        let (whole, frac) = digits.split_at(digits.len() - scale);
+        f.write_str(whole)?;
+        f.write_str(".")?;
+        f.write_str(frac)
+    } else {
+        f.write_str("0.")?;
+        f.write_str(&ZEROS[..scale - digits.len()])?;
+        f.write_str(digits)
+    }
+}
+
+/// Parses plain notation (`-?[0-9]+(\.[0-9]+)?`) of at most 38 digits
+/// without going through a big-integer conversion; `None` for anything else
+/// (which the general parser handles).
+pub fn parse_plain(s: &str) -> Option<BigDecimal> {
+    let (negative, body) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    let (whole, frac) = match body.split_once('.') {
+        Some((w, f)) => (w, f),
+        None => (body, ""),
+    };
+    if whole.is_empty()
+        || (body.contains('.') && frac.is_empty())
+        || whole.len() + frac.len() > 38
+        || !whole
+            .bytes()
+            .chain(frac.bytes())
+            .all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let mut int: i128 = 0;
+    for b in whole.bytes().chain(frac.bytes()) {
+        int = int * 10 + i128::from(b - b'0');
+    }
+    if negative {
+        int = -int;
+    }
+    Some(BigDecimal::new(BigInt::from(int), frac.len() as i64))
 }
 
 /// Error for text that is not a finite decimal number.
@@ -89,6 +164,9 @@ impl FromStr for Decimal {
             .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'e' | b'E' | b'+'));
         if !ok || !t.bytes().any(|b| b.is_ascii_digit()) {
             return Err(ParseDecimalError(s.to_owned()));
+        }
+        if let Some(value) = parse_plain(t) {
+            return Ok(Decimal(value));
         }
         let value = BigDecimal::from_str(t).map_err(|_| ParseDecimalError(s.to_owned()))?;
         // Reject exponents that would expand into absurdly long plain strings.
@@ -183,6 +261,68 @@ mod tests {
             serde_json::from_str::<Decimal>("1.5").is_err(),
             "JSON numbers are not accepted"
         );
+    }
+
+    #[test]
+    fn fast_paths_agree_with_bigdecimal() {
+        let mut texts: Vec<String> = [
+            "0",
+            "-0",
+            "0.00",
+            "-0.000",
+            "1",
+            "-1",
+            "10",
+            "0.5",
+            "-0.5",
+            "007.50",
+            "1e3",
+            "1.5E-7",
+            "-12.5e2",
+            "1e-64",
+            "1e64",
+            "1e65",
+            "99999999999999999999999999999999999999",
+            "-99999999999999999999999999999999999999",
+            "999999999999999999999999999999999999999",
+            "170141183460469231731687303715884105727",
+            "0.00000000000000000000000000000000000001",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // a deterministic spread of magnitudes, scales and signs
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let digits = (x % 30) as usize + 1;
+            let mantissa = format!("{:030}", x % 10u64.pow(19)).repeat(2);
+            let scale = (x >> 40) % 40;
+            let sign = if x & 1 == 1 { "-" } else { "" };
+            texts.push(format!("{sign}{}e-{scale}", &mantissa[..digits]));
+        }
+        for t in &texts {
+            let big = BigDecimal::from_str(t).unwrap();
+            let ours = Decimal(big.clone());
+            assert_eq!(ours.to_string(), big.to_plain_string(), "{t}");
+            let plain = big.to_plain_string();
+            if let Some(fast) = parse_plain(&plain) {
+                let general = BigDecimal::from_str(&plain).unwrap();
+                assert_eq!(
+                    fast.as_bigint_and_exponent(),
+                    general.as_bigint_and_exponent(),
+                    "{plain}"
+                );
+            } else {
+                let digits = plain.bytes().filter(u8::is_ascii_digit).count();
+                assert!(digits > 38, "{plain} should take the fast path");
+            }
+        }
+        for bad in ["", "-", ".", "1.", ".5", "+1", "1e5", "1..2", "--1", "١"] {
+            assert!(parse_plain(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]

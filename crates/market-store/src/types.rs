@@ -85,6 +85,9 @@ impl ToSql<Dec, Sqlite> for DbDecimal {
 impl FromSql<Dec, Sqlite> for DbDecimal {
     fn from_sql(value: <Sqlite as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
         let text = <String as FromSql<Text, Sqlite>>::from_sql(value)?;
+        if let Some(d) = market_model::decimal::parse_plain(&text) {
+            return Ok(DbDecimal(d));
+        }
         BigDecimal::from_str(&text)
             .map(DbDecimal)
             .map_err(|e| format!("stored decimal {text:?} does not parse: {e}").into())
