@@ -22,8 +22,7 @@ pub fn generate() -> String {
 
 /// Hex SHA-256 of a token: what the database stores and looks up.
 pub fn hash(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(token.as_bytes()))
 }
 
 /// Prefix plus last four characters, for listings.

@@ -12,6 +12,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::ops::Range;
 
+use bigdecimal::num_traits::ToPrimitive;
 use bigdecimal::BigDecimal;
 use market_model::{
     Coverage, Direction, Market, MarketList, MarketPosition, MarketSort, SizeClass, SortOrder,
@@ -303,6 +304,33 @@ fn direction_matches(w: WalletDirection, d: Option<Direction>) -> bool {
     }
 }
 
+/// A decimal with an exact fixed-point image (value × 10^18 as `i128`) when
+/// it has one, so sorting compares integers instead of big numbers.
+#[derive(Clone, Copy)]
+struct SortNum<'a> {
+    fixed: Option<i128>,
+    big: &'a BigDecimal,
+}
+
+impl<'a> SortNum<'a> {
+    fn new(big: &'a BigDecimal) -> SortNum<'a> {
+        let (int, scale) = big.as_bigint_and_scale();
+        let fixed = u32::try_from(18 - scale)
+            .ok()
+            .filter(|&shift| shift <= 36)
+            .and_then(|shift| int.to_i128()?.checked_mul(10i128.checked_pow(shift)?));
+        SortNum { fixed, big }
+    }
+
+    /// Numeric order (the fixed images order exactly like the values).
+    fn cmp(&self, other: &SortNum<'_>) -> Ordering {
+        match (self.fixed, other.fixed) {
+            (Some(a), Some(b)) => a.cmp(&b),
+            _ => self.big.cmp(other.big),
+        }
+    }
+}
+
 /// Parses a key span back (it was rendered from a decimal).
 fn parse_key(text: &str) -> BigDecimal {
     text.parse().expect("rendered decimals parse")
@@ -382,20 +410,22 @@ fn build_positions(
         .iter()
         .map(|p| by_symbol.get(&p.symbol).copied())
         .collect();
+    let values: Vec<SortNum<'_>> = positions
+        .iter()
+        .map(|p| SortNum::new(&p.position_value.0))
+        .collect();
     let mut order: Vec<u32> = (0..positions.len() as u32)
         .filter(|&i| market_of[i as usize].is_some())
         .collect();
+    // By market, then value descending, then address (`cmp_position_keys`).
     order.sort_unstable_by(|&a, &b| {
-        let (pa, pb) = (&positions[a as usize], &positions[b as usize]);
-        market_of[a as usize]
-            .cmp(&market_of[b as usize])
-            .then_with(|| {
-                cmp_position_keys(
-                    (&pa.position_value.0, &pa.address),
-                    (&pb.position_value.0, &pb.address),
-                )
-            })
+        let (a, b) = (a as usize, b as usize);
+        market_of[a]
+            .cmp(&market_of[b])
+            .then_with(|| values[b].cmp(&values[a]))
+            .then_with(|| positions[a].address.cmp(&positions[b].address))
     });
+    drop(values);
     let mut json = JsonItems::with_capacity(order.len(), order.len() * 400);
     let mut keys = Vec::with_capacity(order.len());
     let mut assets: Vec<AssetPositions> = (0..markets).map(|_| AssetPositions::default()).collect();
@@ -449,11 +479,11 @@ fn build_wallets(mut wallets: Vec<Wallet>) -> WalletsPart {
     // Wallets are in address order, so "then address ascending" is "then index".
     let mut wallet_orders = HashMap::new();
     for &sort in WalletSort::ALL {
-        let values: Vec<Option<&BigDecimal>> = wallets
+        let values: Vec<Option<SortNum<'_>>> = wallets
             .iter()
-            .map(|w| wallet_value(w, sort).map(|d| &d.0))
+            .map(|w| wallet_value(w, sort).map(|d| SortNum::new(&d.0)))
             .collect();
-        let ranks = dense_ranks(&values, |a, b| a.cmp(b));
+        let ranks = dense_ranks(&values, SortNum::cmp);
         let top = ranks.iter().flatten().max().copied().unwrap_or(0);
         for order in [SortOrder::Asc, SortOrder::Desc] {
             let key = |i: u32| -> u64 {
@@ -938,6 +968,43 @@ mod tests {
         assert!(items::<Wallet>(&page.page)
             .iter()
             .all(|w| w.size_class == SizeClass::Whale));
+    }
+
+    #[test]
+    fn sort_nums_order_like_big_decimals() {
+        let texts = [
+            "0",
+            "-0.000",
+            "1",
+            "-1",
+            "0.000000000000000001",
+            "0.0000000000000000001",
+            "-0.0000000000000000001",
+            "1e20",
+            "1.5e19",
+            "170141183460469231731",
+            "-1e30",
+            "123456.789",
+            "123456.7890",
+            "99999999999999999999.999999999999999999",
+            "1e-40",
+            "5e5",
+        ];
+        let values: Vec<BigDecimal> = texts.iter().map(|t| t.parse().unwrap()).collect();
+        for a in &values {
+            for b in &values {
+                assert_eq!(
+                    SortNum::new(a).cmp(&SortNum::new(b)),
+                    a.cmp(b),
+                    "{a} vs {b}"
+                );
+            }
+        }
+        assert!(SortNum::new(&values[4]).fixed.is_some());
+        assert!(
+            SortNum::new(&values[5]).fixed.is_none(),
+            "scale 19 has no image"
+        );
     }
 
     #[test]

@@ -280,29 +280,59 @@ impl Store {
 
     /// Reads a whole data version (for building the in-memory serving snapshot).
     pub fn load_snapshot(&self, meta: &SnapshotMeta) -> Result<LoadedSnapshot, StoreError> {
+        let v = meta.version;
+        // Positions (the bulk) are read on a second connection while this one
+        // reads the rest: start-up time is dominated by this load. Each read
+        // is one statement and so sees one consistent state; the version row
+        // is checked after both, so a prune that raced them (it deletes the
+        // version row and its data in one transaction) is detected.
+        let (positions, rest) = std::thread::scope(|s| {
+            let positions = s.spawn(|| -> Result<Vec<PositionRow>, StoreError> {
+                let mut pooled = self.conn()?;
+                let conn: &mut DbConnection = &mut pooled;
+                Ok(positions::table
+                    .filter(positions::version.eq(v))
+                    .order((positions::symbol, positions::address))
+                    .load(conn)?)
+            });
+            let rest = self.conn().and_then(|mut pooled| {
+                let conn: &mut DbConnection = &mut pooled;
+                conn.transaction(|conn| {
+                    let markets: Vec<MarketRow> = markets::table
+                        .filter(markets::version.eq(v))
+                        .order(markets::symbol)
+                        .load(conn)?;
+                    let wallets: Vec<WalletRow> = wallets::table
+                        .filter(wallets::version.eq(v))
+                        .order(wallets::address)
+                        .load(conn)?;
+                    let levels: Vec<CurrentLevelRow> = current_levels::table
+                        .filter(current_levels::version.eq(v))
+                        .order((current_levels::symbol, current_levels::side))
+                        .load(conn)?;
+                    Ok::<_, StoreError>((markets, wallets, levels))
+                })
+            });
+            (
+                positions
+                    .join()
+                    .expect("the position reader does not panic"),
+                rest,
+            )
+        });
+        let (positions, (markets, wallets, levels)) = (positions?, rest?);
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
-        let v = meta.version;
-        // One read transaction: a concurrent prune cannot remove rows mid-read.
-        conn.transaction(|conn| {
-            let markets: Vec<MarketRow> = markets::table
-                .filter(markets::version.eq(v))
-                .order(markets::symbol)
-                .load(conn)?;
-            let wallets: Vec<WalletRow> = wallets::table
-                .filter(wallets::version.eq(v))
-                .order(wallets::address)
-                .load(conn)?;
-            let positions: Vec<PositionRow> = positions::table
-                .filter(positions::version.eq(v))
-                .order((positions::symbol, positions::address))
-                .load(conn)?;
-            let levels: Vec<CurrentLevelRow> = current_levels::table
-                .filter(current_levels::version.eq(v))
-                .order((current_levels::symbol, current_levels::side))
-                .load(conn)?;
-            assemble_snapshot(meta.clone(), markets, wallets, positions, levels)
-        })
+        let present: i64 = snapshots::table
+            .filter(snapshots::version.eq(v))
+            .count()
+            .get_result(conn)?;
+        if present != 1 {
+            return Err(StoreError::Unavailable(format!(
+                "data version {v} was pruned while it was being read; a newer one will be loaded"
+            )));
+        }
+        assemble_snapshot(meta.clone(), markets, wallets, positions, levels)
     }
 
     /// Writes a new data version in one transaction and prunes versions
