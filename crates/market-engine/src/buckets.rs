@@ -9,6 +9,8 @@
 use bigdecimal::{BigDecimal, RoundingMode, Signed};
 use market_model::Decimal;
 
+use crate::fixed::Fixed;
+
 /// The bucket size for an asset priced at `price`.
 pub fn bucket_size_for_price(price: &BigDecimal) -> Decimal {
     if !price.is_positive() {
@@ -30,9 +32,38 @@ pub fn bucket_size_for_price(price: &BigDecimal) -> Decimal {
 
 /// The multiple of `size` nearest to `liq` (halves round up, away from zero).
 pub fn bucket_price(liq: &BigDecimal, size: &BigDecimal) -> BigDecimal {
+    if let (Some(liq), Some(size)) = (Fixed::from_big(liq), Fixed::from_big(size)) {
+        if let Some(price) = bucket_index(liq, size).and_then(|n| bucket_of_index(n, size)) {
+            return price;
+        }
+    }
     let n = (liq / size).with_scale_round(0, RoundingMode::HalfUp);
     let (_, size_scale) = size.as_bigint_and_exponent();
     (n * size).with_scale(size_scale.max(0))
+}
+
+/// The `n` of the bucket `n × size` that [`bucket_price`] puts `liq` in, on
+/// integers; `None` when `size` is zero or a value does not fit (use
+/// [`bucket_price`] then).
+pub(crate) fn bucket_index(liq: Fixed, size: Fixed) -> Option<i128> {
+    liq.div_round_half_up(size, 0)
+}
+
+/// The bucket price `n × size` exactly as [`bucket_price`] returns it (scale
+/// `max(size's scale, 0)`); `None` when it does not fit an `i128`.
+pub(crate) fn bucket_of_index(n: i128, size: Fixed) -> Option<BigDecimal> {
+    let product = Fixed {
+        mantissa: n.checked_mul(size.mantissa)?,
+        scale: size.scale,
+    };
+    let scale = size.scale.max(0);
+    Some(
+        Fixed {
+            mantissa: product.mantissa_at(scale)?,
+            scale,
+        }
+        .to_big(),
+    )
 }
 
 #[cfg(test)]
@@ -74,6 +105,95 @@ mod tests {
             let ratio = bucket_size_for_price(&price).0 / &price;
             assert!(ratio > d("0.004") && ratio <= d("0.01"), "{p}: {ratio}");
         }
+    }
+
+    /// The original, `BigDecimal`-only computation.
+    fn bucket_price_slow(liq: &BigDecimal, size: &BigDecimal) -> BigDecimal {
+        let n = (liq / size).with_scale_round(0, RoundingMode::HalfUp);
+        let (_, size_scale) = size.as_bigint_and_exponent();
+        (n * size).with_scale(size_scale.max(0))
+    }
+
+    #[test]
+    fn integer_path_matches_bigdecimal_path() {
+        let liqs = [
+            "0",
+            "0.00",
+            "30.5334",
+            "30.55",
+            "30.45",
+            "-30.55",
+            "-30.45",
+            "91249.99",
+            "91250",
+            "-91250",
+            "0.15234",
+            "0.0005",
+            "-0.0005",
+            "1E+3",
+            "7E+5",
+            "123456.789012345",
+            "0.000000001",
+            "99999999999999999999999999999.99999999",
+            "-2.5",
+            "2.5",
+            "451",
+        ];
+        let sizes = [
+            "500",
+            "5E+2",
+            "20",
+            "2",
+            "1",
+            "1.0",
+            "0.1",
+            "0.001",
+            "0.0001",
+            "0.00000001",
+            "5E+4",
+            "0.02",
+            "0.05",
+            "3",
+            "-2",
+            "0.7",
+        ];
+        for l in liqs {
+            for s in sizes {
+                let (liq, size) = (d(l), d(s));
+                let fast = bucket_price(&liq, &size);
+                let slow = bucket_price_slow(&liq, &size);
+                assert_eq!(
+                    fast.as_bigint_and_scale(),
+                    slow.as_bigint_and_scale(),
+                    "{l} in {s}"
+                );
+                let (lf, sf) = (
+                    Fixed::from_big(&liq).unwrap(),
+                    Fixed::from_big(&size).unwrap(),
+                );
+                let n = bucket_index(lf, sf).unwrap();
+                let price = bucket_of_index(n, sf).unwrap();
+                assert_eq!(price.as_bigint_and_scale(), slow.as_bigint_and_scale());
+            }
+        }
+        // too large for i128: the BigDecimal path answers
+        let huge = d("123456789012345678901234567890123456789012345.5");
+        assert!(Fixed::from_big(&huge).is_none());
+        assert_eq!(
+            bucket_price(&huge, &d("1")).as_bigint_and_scale(),
+            bucket_price_slow(&huge, &d("1")).as_bigint_and_scale()
+        );
+        let big = d("1E+37");
+        let (bf, sf) = (
+            Fixed::from_big(&big).unwrap(),
+            Fixed::from_big(&d("0.001")).unwrap(),
+        );
+        assert!(bucket_index(bf, sf).is_none(), "10^40 does not fit");
+        assert_eq!(
+            bucket_price(&big, &d("0.001")).as_bigint_and_scale(),
+            bucket_price_slow(&big, &d("0.001")).as_bigint_and_scale()
+        );
+        assert!(bucket_index(bf, Fixed::ZERO).is_none(), "zero size");
     }
 
     #[test]
