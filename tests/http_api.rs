@@ -357,7 +357,7 @@ async fn wallets_filters_sorts_and_pages(backend: Backend) {
         assert_eq!(w["direction"], dir);
         assert!(w["kols"].is_array());
         let n = w["positions"].as_u64().unwrap();
-        assert!((1..=8).contains(&n), "1-8 positions per demo wallet");
+        assert!((1..=12).contains(&n), "1-12 positions per demo wallet");
     }
     assert!(
         classes.get("whale").copied().unwrap_or(0) > 0,

@@ -34,8 +34,11 @@ const LEVERAGES: &[(u32, f64)] = &[
     (50, 2.0),
 ];
 
-/// Relative frequency of holding 1, 2, … 8 positions.
-const POSITION_COUNTS: &[f64] = &[30.0, 24.0, 16.0, 11.0, 8.0, 5.0, 3.5, 2.5];
+/// Relative frequency of holding 1, 2, … 12 positions (mean about 3.9, so
+/// 100,000 wallets hold about 400,000 positions, the reference dataset).
+const POSITION_COUNTS: &[f64] = &[
+    20.0, 18.0, 15.0, 12.0, 10.0, 8.0, 6.0, 4.0, 3.0, 2.0, 1.0, 1.0,
+];
 
 /// What the wallet stage needs to know about one asset.
 pub(crate) struct Market<'a> {
@@ -188,8 +191,8 @@ pub(crate) fn generate(
         }
         let lev_factor = lev_factor.clamp(0.05, 25.0);
         let notional = account * lev_factor;
-        let n_positions =
-            (1 + pick_weighted(&mut rng, POSITION_COUNTS) + usize::from(class == 2)).min(8);
+        let n_positions = (1 + pick_weighted(&mut rng, POSITION_COUNTS) + usize::from(class == 2))
+            .min(POSITION_COUNTS.len());
         let long_bias = (0.55 + 0.2 * normal(&mut rng)).clamp(0.05, 0.95);
 
         let mut chosen: Vec<usize> = Vec::with_capacity(n_positions);

@@ -11,9 +11,9 @@ use market_engine::{materialize, Snapshot};
 use market_model::Interval;
 
 fn engine(c: &mut Criterion) {
-    // About 400,000 positions (the reference dataset).
+    // The reference dataset: 100,000 wallets, about 400,000 positions.
     let now = time::macros::datetime!(2026-11-22 12:00 UTC);
-    let data = generate(&DemoConfig::new(140_000, 42, now), &mut |_, _, _| {});
+    let data = generate(&DemoConfig::new(100_000, 42, now), &mut |_, _, _| {});
     eprintln!(
         "dataset: {} wallets, {} positions",
         data.scan.wallets.len(),
