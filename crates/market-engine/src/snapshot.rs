@@ -119,16 +119,25 @@ impl JsonItems {
         &self.bytes[self.starts[range.start]..self.starts[range.end] - 1]
     }
 
-    /// Where the JSON string `text` (rendered with its quotes) follows
-    /// `"field":` in item `i`: the span of the text without quotes.
-    fn span(&self, i: usize, field: &str, text: &str) -> Span {
+    /// Where `text` (a JSON string literal, quotes included) is the value of
+    /// `field` in item `i`: the span of the text without its quotes.
+    fn span(&self, i: usize, field: &FieldFinder, text: &str) -> Span {
         let item = self.item(i);
-        let pattern = format!("\"{field}\":{text}");
-        let at = memchr::memmem::find(item, pattern.as_bytes())
-            .expect("a rendered item contains its own fields");
-        Span {
-            at: (at + field.len() + 4) as u32,
-            len: (text.len() - 2) as u32,
+        let mut from = 0;
+        loop {
+            let at = from
+                + field
+                    .0
+                    .find(&item[from..])
+                    .expect("a rendered item contains its own fields");
+            let value = at + field.0.needle().len();
+            if item[value..].starts_with(text.as_bytes()) {
+                return Span {
+                    at: (value + 1) as u32,
+                    len: (text.len() - 2) as u32,
+                };
+            }
+            from = at + 1;
         }
     }
 
@@ -137,6 +146,15 @@ impl JsonItems {
         let start = self.starts[i] + span.at as usize;
         std::str::from_utf8(&self.bytes[start..start + span.len as usize])
             .expect("spans cover ASCII")
+    }
+}
+
+/// Finds `"field":` in rendered items (built once per field, not per item).
+struct FieldFinder(memchr::memmem::Finder<'static>);
+
+impl FieldFinder {
+    fn new(field: &str) -> FieldFinder {
+        FieldFinder(memchr::memmem::Finder::new(format!("\"{field}\":").as_bytes()).into_owned())
     }
 }
 
@@ -429,12 +447,16 @@ fn build_positions(
     let mut json = JsonItems::with_capacity(order.len(), order.len() * 400);
     let mut keys = Vec::with_capacity(order.len());
     let mut assets: Vec<AssetPositions> = (0..markets).map(|_| AssetPositions::default()).collect();
+    let (value_field, address_field) = (
+        FieldFinder::new("positionValue"),
+        FieldFinder::new("address"),
+    );
     for &i in &order {
         let p = &positions[i as usize];
         let k = json.push(p);
         keys.push([
-            json.span(k, "positionValue", &json_string(&p.position_value)),
-            json.span(k, "address", &json_string(&p.address)),
+            json.span(k, &value_field, &json_string(&p.position_value)),
+            json.span(k, &address_field, &json_string(&p.address)),
         ]);
         let a = &mut assets[market_of[i as usize].expect("filtered to known markets")];
         if a.all.is_empty() {
@@ -465,12 +487,17 @@ fn build_wallets(mut wallets: Vec<Wallet>) -> WalletsPart {
     }
     let mut json = JsonItems::with_capacity(wallets.len(), wallets.len() * 480);
     let mut keys = Vec::with_capacity(wallets.len());
+    let address_field = FieldFinder::new("address");
+    let sort_fields: Vec<FieldFinder> = WalletSort::ALL
+        .iter()
+        .map(|&sort| FieldFinder::new(wallet_field(sort)))
+        .collect();
     for w in &wallets {
         let k = json.push(w);
-        let address = json.span(k, "address", &json_string(&w.address));
+        let address = json.span(k, &address_field, &json_string(&w.address));
         let values = std::array::from_fn(|s| {
             let sort = WalletSort::ALL[s];
-            wallet_value(w, sort).map(|v| json.span(k, wallet_field(sort), &json_string(v)))
+            wallet_value(w, sort).map(|v| json.span(k, &sort_fields[s], &json_string(v)))
         });
         keys.push(WalletKeys { address, values });
     }

@@ -82,11 +82,22 @@ fn write_plain(f: &mut fmt::Formatter<'_>, int: i128, scale: i64) -> fmt::Result
     let mut buf = [0u8; 40];
     let mut at = buf.len();
     let mut mag = int.unsigned_abs();
+    // 128-bit division is slow; peel off 19-digit chunks, then use u64.
+    while mag > u128::from(u64::MAX) {
+        let mut chunk = (mag % 10_000_000_000_000_000_000) as u64;
+        mag /= 10_000_000_000_000_000_000;
+        for _ in 0..19 {
+            at -= 1;
+            buf[at] = b'0' + (chunk % 10) as u8;
+            chunk /= 10;
+        }
+    }
+    let mut small = mag as u64;
     loop {
         at -= 1;
-        buf[at] = b'0' + (mag % 10) as u8;
-        mag /= 10;
-        if mag == 0 {
+        buf[at] = b'0' + (small % 10) as u8;
+        small /= 10;
+        if small == 0 {
             break;
         }
     }
