@@ -97,14 +97,19 @@ echo "median of $RUNS alternating runs, wrk -t2 -c64 -d$DURATION, $(nproc) cores
 echo
 echo "applying a new data version under load:"
 VERSION_BEFORE=$(curl -s -D - -o /dev/null -H "X-API-Key: $TOKEN" "http://$OURS${PATHS[1]}" | awk 'tolower($1) == "x-data-version:" { print $2 + 0 }')
+# The load lasts RELOAD_LOAD seconds: long enough for the re-seed (35-50 s at
+# 100k wallets here) and the reload after it.
+LOADERS=()
 for p in "${PATHS[1]}" "${PATHS[2]}"; do
-  wrk -t1 -c4 -d45s --latency -H "X-API-Key: $TOKEN" "http://$OURS$p" > "$WORK/during-$(echo "$p" | md5sum | cut -c1-8)" &
+  wrk -t1 -c4 -d"${RELOAD_LOAD:-100}s" --latency -H "X-API-Key: $TOKEN" "http://$OURS$p" > "$WORK/during-$(echo "$p" | md5sum | cut -c1-8)" &
+  LOADERS+=($!)
 done
 sleep 2
+echo "re-seeding from $(date +%T)"
 "$BIN" seed-demo --wallets "$WALLETS" --database-url "$WORK/bench.db" > /dev/null 2>&1
 until [ "$(curl -s -D - -o /dev/null -H "X-API-Key: $TOKEN" "http://$OURS${PATHS[1]}" | awk 'tolower($1) == "x-data-version:" { print $2 + 0 }')" -gt "$VERSION_BEFORE" ]; do sleep 0.2; done
 echo "new data version served at $(date +%T)"
-wait $(jobs -p | tail -n 2) 2> /dev/null || true
+wait "${LOADERS[@]}"
 for f in "$WORK"/during-*; do
   awk '/Latency/ && !seen { print "  latency avg " $2 ", stdev " $3 ", max " $4; seen = 1 } $1 == "99%" { print "  p99 " $2 } /requests in/ { print "  " $1 " requests" }' "$f"
 done

@@ -5,6 +5,8 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{web, Error, HttpMessage, HttpResponse, ResponseError};
+use std::sync::Arc;
+
 use rand::Rng;
 
 use crate::error::{problem_response, ApiError, ProblemKind, PROBLEM_JSON};
@@ -62,10 +64,9 @@ pub async fn request_context(
         .filter(|v| valid_request_id(v))
         .map_or_else(new_request_id, str::to_owned);
     req.extensions_mut().insert(RequestId(request_id.clone()));
-    let path = req.path().to_owned();
     if let Some(e) = oversized(&req) {
         let mut problem = e.problem();
-        problem.instance = Some(path);
+        problem.instance = Some(req.path().to_owned());
         problem.request_id = Some(request_id.clone());
         let mut res = req.into_response(problem_response(&e, &problem));
         if let Ok(v) = HeaderValue::from_str(&request_id) {
@@ -84,12 +85,19 @@ pub async fn request_context(
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
     let api_error = res.response().extensions().get::<ApiError>().cloned();
+    // Only error responses need the path (for `instance` and the log).
+    let path =
+        (api_error.is_some() || status.as_u16() >= 400).then(|| res.request().path().to_owned());
     let mut res = if let Some(error) = api_error {
         if let Some(cause) = &error.cause {
-            log::error!("rid={request_id} {} {path}: {cause}", error.kind.status());
+            log::error!(
+                "rid={request_id} {} {}: {cause}",
+                error.kind.status(),
+                path.as_deref().unwrap_or_default()
+            );
         }
         let mut problem = error.problem();
-        problem.instance = Some(path);
+        problem.instance = path;
         problem.request_id = Some(request_id.clone());
         res.into_response(problem_response(&error, &problem))
     } else if status.as_u16() >= 400 && !is_problem {
@@ -103,7 +111,7 @@ pub async fn request_context(
         let error = ApiError::new(kind, detail);
         let mut problem = error.problem();
         problem.status = status.as_u16();
-        problem.instance = Some(path);
+        problem.instance = path;
         problem.request_id = Some(request_id.clone());
         let mut rendered = problem_response(&error, &problem);
         *rendered.status_mut() = status;
@@ -264,7 +272,7 @@ async fn authenticate(req: &ServiceRequest) -> Result<TokenId, ApiError> {
         None => {
             let (st, h) = (state.clone(), hash.clone());
             let found = web::block(move || st.store.find_token(&h)).await??;
-            let record = found.ok_or_else(unknown)?;
+            let record = Arc::new(found.ok_or_else(unknown)?);
             state.cache_token(hash, record.clone());
             record
         }

@@ -23,7 +23,7 @@ pub struct AppState {
     /// The repository.
     pub store: Store,
     snapshot: ArcSwap<Snapshot>,
-    tokens: Mutex<HashMap<String, (TokenRecord, Instant)>>,
+    tokens: Mutex<HashMap<String, (Arc<TokenRecord>, Instant)>>,
     usage: Mutex<UsageBuffer>,
     pages: Mutex<PageCache>,
 }
@@ -184,7 +184,7 @@ impl AppState {
     }
 
     /// A cached token record, if verified less than [`TOKEN_CACHE_TTL`] ago.
-    pub fn cached_token(&self, hash: &str) -> Option<TokenRecord> {
+    pub fn cached_token(&self, hash: &str) -> Option<Arc<TokenRecord>> {
         let cache = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
         cache
             .get(hash)
@@ -193,7 +193,7 @@ impl AppState {
     }
 
     /// Caches a verified token record.
-    pub fn cache_token(&self, hash: String, record: TokenRecord) {
+    pub fn cache_token(&self, hash: String, record: Arc<TokenRecord>) {
         let mut cache = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() > 10_000 {
             cache.retain(|_, (_, at)| at.elapsed() < TOKEN_CACHE_TTL);

@@ -22,7 +22,9 @@ pub fn generate() -> String {
 
 /// Hex SHA-256 of a token: what the database stores and looks up.
 pub fn hash(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
+    let mut hex = [0u8; 64];
+    hex::encode_to_slice(Sha256::digest(token.as_bytes()), &mut hex).expect("64 hex digits");
+    String::from_utf8_lossy(&hex).into_owned()
 }
 
 /// Prefix plus last four characters, for listings.
