@@ -10,7 +10,8 @@
 # applies a new data version (a full re-seed, heavier than a scan) while a
 # light load runs, and prints the slowest request seen meanwhile.
 #
-# Needs wrk (Debian: apt-get install wrk). Prints a markdown table.
+# Needs wrk, bc and curl (Debian: apt-get install wrk bc curl). Prints a
+# markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
@@ -18,7 +19,9 @@ WALLETS=${2:-100000}
 DURATION=${DURATION:-10s}
 OURS=127.0.0.1:18801
 BASE=127.0.0.1:18802
-command -v wrk > /dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 1; }
+for tool in wrk bc curl; do
+  command -v "$tool" > /dev/null || { echo "$tool is missing: apt-get install $tool" >&2; exit 1; }
+done
 
 cargo build --release -q -p market-data-server -p bench-baseline
 BIN=target/release/market-data-server
