@@ -8,7 +8,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use market_engine::candles::{next_period, period_start, periods_back, rollup, rollup_source};
-use market_engine::{AssetLookup, PositionKey, Snapshot, WalletKey, WalletOrder};
+use market_engine::{AssetLookup, Page, PositionKey, Snapshot, WalletKey, WalletOrder};
 use market_model::{
     CandleSeries, Coverage, Decimal, Direction, Interval, LiquidityDay, LiquidityLevelsList,
     MarketList, MarketSort, NetworkItem, NetworkList, PositionList, SizeClass, SortOrder,
@@ -638,20 +638,22 @@ async fn liquidity_page(
         items: Vec::new(),
         next_cursor,
     };
-    let len = current.iter().map(|(_, d)| d.len() + 1).sum::<usize>() + history.len() * 50_000;
-    Ok(with_items(&envelope, "items", len, |out| {
-        for (i, day) in history.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            serde_json::to_writer(&mut *out, day).expect("responses serialize");
-        }
-        for (i, (_, day)) in current.iter().enumerate() {
-            if i > 0 || !history.is_empty() {
-                out.push(b',');
-            }
-            out.extend_from_slice(day);
-        }
+    // Frozen days are rendered here; the current day is already rendered.
+    let rendered: Vec<Vec<u8>> = history
+        .iter()
+        .map(|day| serde_json::to_vec(day).expect("responses serialize"))
+        .collect();
+    let items = Page {
+        parts: rendered
+            .iter()
+            .map(Vec::as_slice)
+            .chain(current.iter().map(|(_, day)| *day))
+            .collect(),
+        len: rendered.len() + current.len(),
+        has_more: false,
+    };
+    Ok(with_items(&envelope, "items", items.json_len(), |out| {
+        items.write_items(out)
     }))
 }
 
