@@ -474,6 +474,15 @@ async fn usage_is_counted_per_token_day_endpoint_and_status_class(backend: Backe
     app.get_problem(&format!("{NET}/markets/NOPE"), 404).await;
     app.get_problem(&format!("{NET}/wallets?limit=0"), 400)
         .await;
+    app.get_problem("/v1/networks/perpnet/nope", 404).await;
+    let head = app
+        .client
+        .head(app.url("/api/developer/v1/networks/perpnet/markets/BTC/whale-positions"))
+        .header("X-API-Key", &app.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), 200);
     // nothing is written per request: the buffer is flushed in batches
     let id = app.store.list_tokens().unwrap()[0].id;
     assert!(app.store.usage(Some(id)).unwrap().is_empty());
@@ -489,6 +498,16 @@ async fn usage_is_counted_per_token_day_endpoint_and_status_class(backend: Backe
     assert_eq!(find("GET /v1/networks/{network}/markets/{asset}", "2xx"), 1);
     assert_eq!(find("GET /v1/networks/{network}/markets/{asset}", "4xx"), 1);
     assert_eq!(find("GET /v1/networks/{network}/wallets", "4xx"), 1);
+    assert_eq!(find("GET /v1 (unknown path)", "4xx"), 1, "{rows:?}");
+    assert_eq!(
+        find(
+            "HEAD /api/developer/v1/networks/{network}/markets/{asset}/whale-positions",
+            "2xx"
+        ),
+        1,
+        "{rows:?}"
+    );
+    assert_eq!(rows.len(), 6, "{rows:?}");
     assert!(rows
         .iter()
         .all(|r| r.day == time::OffsetDateTime::now_utc().date()));

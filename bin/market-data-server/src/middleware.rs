@@ -4,23 +4,20 @@ use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::middleware::Next;
-use actix_web::{web, Error, HttpMessage, HttpResponse, ResponseError};
+use actix_web::{web, Error, HttpResponse, ResponseError};
 use std::sync::Arc;
 
 use rand::Rng;
 
+use crate::app::{ApiPrefix, RoutePattern};
 use crate::error::{problem_response, ApiError, ProblemKind, PROBLEM_JSON};
-use crate::state::AppState;
+use crate::state::{AppState, UsageEndpoint};
 use crate::tokens;
 
 /// Header carrying the request id, in both directions.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Header carrying the API key.
 pub const API_KEY_HEADER: &str = "X-API-Key";
-
-/// The id of the current request.
-#[derive(Clone, Debug)]
-pub struct RequestId(pub String);
 
 /// The authenticated token of the current request.
 #[derive(Clone, Copy, Debug)]
@@ -32,8 +29,11 @@ fn valid_request_id(v: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-fn new_request_id() -> String {
-    format!("{:016x}", rand::rng().random::<u64>())
+fn new_request_id() -> HeaderValue {
+    let mut hex = [0u8; 16];
+    hex::encode_to_slice(rand::rng().random::<u64>().to_be_bytes(), &mut hex)
+        .expect("16 hex digits for 8 bytes");
+    HeaderValue::from_bytes(&hex).expect("hex digits are a valid header value")
 }
 
 fn kind_for_status(status: u16) -> ProblemKind {
@@ -57,21 +57,25 @@ pub async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
+    // Kept as the header value it is echoed in: no string per request.
     let request_id = req
         .headers()
         .get(&REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| valid_request_id(v))
-        .map_or_else(new_request_id, str::to_owned);
-    req.extensions_mut().insert(RequestId(request_id.clone()));
+        .filter(|v| v.to_str().is_ok_and(valid_request_id))
+        .cloned()
+        .unwrap_or_else(new_request_id);
+    let rid = || {
+        request_id
+            .to_str()
+            .expect("validated or generated as ASCII")
+            .to_owned()
+    };
     if let Some(e) = oversized(&req) {
         let mut problem = e.problem();
         problem.instance = Some(req.path().to_owned());
-        problem.request_id = Some(request_id.clone());
+        problem.request_id = Some(rid());
         let mut res = req.into_response(problem_response(&e, &problem));
-        if let Ok(v) = HeaderValue::from_str(&request_id) {
-            res.headers_mut().insert(REQUEST_ID, v);
-        }
+        res.headers_mut().insert(REQUEST_ID, request_id);
         return Ok(res);
     }
     // Inner layers turn their errors into responses (handlers do, and
@@ -91,14 +95,15 @@ pub async fn request_context(
     let mut res = if let Some(error) = api_error {
         if let Some(cause) = &error.cause {
             log::error!(
-                "rid={request_id} {} {}: {cause}",
+                "rid={} {} {}: {cause}",
+                rid(),
                 error.kind.status(),
                 path.as_deref().unwrap_or_default()
             );
         }
         let mut problem = error.problem();
         problem.instance = path;
-        problem.request_id = Some(request_id.clone());
+        problem.request_id = Some(rid());
         res.into_response(problem_response(&error, &problem))
     } else if status.as_u16() >= 400 && !is_problem {
         // Errors raised inside actix-web itself (payload limits, etc.).
@@ -112,38 +117,39 @@ pub async fn request_context(
         let mut problem = error.problem();
         problem.status = status.as_u16();
         problem.instance = path;
-        problem.request_id = Some(request_id.clone());
+        problem.request_id = Some(rid());
         let mut rendered = problem_response(&error, &problem);
         *rendered.status_mut() = status;
         res.into_response(rendered)
     } else {
         res
     };
-    if let Ok(v) = HeaderValue::from_str(&request_id) {
-        res.headers_mut().insert(REQUEST_ID, v);
-    }
+    res.headers_mut().insert(REQUEST_ID, request_id);
     Ok(res)
 }
 
-/// Requires a valid `X-API-Key` on every request it wraps.
-pub async fn require_api_key<B: MessageBody + 'static>(
+/// Guards the API scopes: 406 when `Accept` excludes JSON, 401 without a
+/// valid `X-API-Key`, and counts each authenticated request for its token.
+/// One layer, not two: every `from_fn` layer boxes its future and the next
+/// service's, per request.
+pub async fn guard_api<B: MessageBody + 'static>(
     req: ServiceRequest,
     next: Next<B>,
 ) -> Result<ServiceResponse<EitherBody<B>>, Error> {
+    if let Err(e) = require_json_accept(&req) {
+        return Ok(req.error_response(e).map_into_right_body());
+    }
     match authenticate(&req).await {
-        Ok(token_id) => {
-            req.extensions_mut().insert(token_id);
+        Ok((token_id, now)) => {
             let res = next.call(req).await?;
-            if let Some(state) = res.request().app_data::<web::Data<AppState>>() {
-                let endpoint = format!(
-                    "{} {}",
-                    res.request().method(),
-                    res.request()
-                        .match_pattern()
-                        .as_deref()
-                        .unwrap_or("(unknown path)")
-                );
-                state.record_usage(token_id.0, endpoint, res.status().as_u16());
+            let request = res.request();
+            if let Some(state) = request.app_data::<web::Data<AppState>>() {
+                let endpoint = UsageEndpoint {
+                    method: request.method().clone(),
+                    prefix: request.app_data::<ApiPrefix>().map_or("", |p| p.0),
+                    pattern: request.app_data::<RoutePattern>().map(|p| p.0),
+                };
+                state.record_usage(token_id.0, now, endpoint, res.status().as_u16());
             }
             Ok(res.map_into_left_body())
         }
@@ -171,22 +177,18 @@ pub fn accepts_json(accept: &str) -> bool {
 }
 
 /// 406 when `Accept` is present and excludes JSON (the only representation served).
-pub async fn require_json_accept<B: MessageBody + 'static>(
-    req: ServiceRequest,
-    next: Next<B>,
-) -> Result<ServiceResponse<EitherBody<B>>, Error> {
+fn require_json_accept(req: &ServiceRequest) -> Result<(), ApiError> {
     let acceptable = req
         .headers()
         .get_all(header::ACCEPT)
         .all(|v| v.to_str().is_ok_and(accepts_json));
     if acceptable {
-        Ok(next.call(req).await?.map_into_left_body())
+        Ok(())
     } else {
-        let e = ApiError::new(
+        Err(ApiError::new(
             ProblemKind::NotAcceptable,
             "This API only serves JSON; send `Accept: application/json` (or omit Accept).",
-        );
-        Ok(req.error_response(e).map_into_right_body())
+        ))
     }
 }
 
@@ -220,7 +222,9 @@ fn oversized(req: &ServiceRequest) -> Option<ApiError> {
     }
 }
 
-async fn authenticate(req: &ServiceRequest) -> Result<TokenId, ApiError> {
+/// The token of a valid key, and the time it was checked at (usage is
+/// counted under that time: one clock read per request).
+async fn authenticate(req: &ServiceRequest) -> Result<(TokenId, time::OffsetDateTime), ApiError> {
     let Some(value) = req.headers().get(API_KEY_HEADER) else {
         let detail = if req.headers().contains_key(header::AUTHORIZATION) {
             "The Authorization header is not accepted; send the API key in the X-API-Key header."
@@ -288,7 +292,7 @@ async fn authenticate(req: &ServiceRequest) -> Result<TokenId, ApiError> {
             "This API key has expired; ask the operator for a new one.",
         ));
     }
-    Ok(TokenId(record.id))
+    Ok((TokenId(record.id), now))
 }
 
 fn has_key_like_query(query: &str) -> bool {

@@ -4,7 +4,7 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use actix_web::http::header;
+use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use market_engine::candles::{next_period, period_start, periods_back, rollup, rollup_source};
@@ -60,6 +60,56 @@ fn request_identity(req: &HttpRequest) -> u64 {
     identity((&req.path(), &req.query_string()))
 }
 
+/// The headers that depend only on the data version, rendered once per
+/// version and worker thread instead of per request.
+struct VersionHeaders {
+    version: i64,
+    data_version: header::HeaderValue,
+    last_modified: Option<header::HeaderValue>,
+}
+
+impl VersionHeaders {
+    fn new(snapshot: &Snapshot) -> Self {
+        let last_modified = (snapshot.version > 0).then(|| {
+            let date = header::HttpDate::from(std::time::SystemTime::from(snapshot.observed_at));
+            header::HeaderValue::from_str(&date.to_string()).expect("an HTTP date is ASCII")
+        });
+        VersionHeaders {
+            version: snapshot.version,
+            data_version: header::HeaderValue::from(snapshot.version),
+            last_modified,
+        }
+    }
+}
+
+thread_local! {
+    static VERSION_HEADERS: std::cell::RefCell<Option<VersionHeaders>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The `ETag` of a response: `"{version:x}-{identity:016x}"`, written
+/// without the formatting machinery (it is on every request's path).
+fn etag(version: i64, identity: u64) -> header::HeaderValue {
+    let mut buf = [0u8; 2 + 16 + 1 + 16];
+    let mut at = 1;
+    buf[0] = b'"';
+    let version = version.to_be_bytes();
+    let mut digits = [0u8; 16];
+    hex::encode_to_slice(version, &mut digits).expect("16 hex digits for 8 bytes");
+    // `{:x}`: no leading zeros, at least one digit.
+    let first = digits.iter().position(|&d| d != b'0').unwrap_or(15);
+    let n = 16 - first;
+    buf[at..at + n].copy_from_slice(&digits[first..]);
+    at += n;
+    buf[at] = b'-';
+    at += 1;
+    hex::encode_to_slice(identity.to_be_bytes(), &mut buf[at..at + 16])
+        .expect("16 hex digits for 8 bytes");
+    at += 16;
+    buf[at] = b'"';
+    header::HeaderValue::from_bytes(&buf[..=at]).expect("ASCII")
+}
+
 /// A response body computed from `snapshot`, with its data version, `ETag`
 /// (the version plus `identity`: a hash of the normalized request, so no
 /// request hashes its body) and freshness headers; 304 when `If-None-Match`
@@ -70,30 +120,40 @@ fn versioned(
     identity: u64,
     body: impl FnOnce() -> Bytes,
 ) -> HttpResponse {
-    let etag = format!("\"{:x}-{identity:016x}\"", snapshot.version);
+    let etag = etag(snapshot.version, identity);
+    let tag = etag.to_str().expect("ASCII");
     let not_modified = req.headers().get_all(header::IF_NONE_MATCH).any(|v| {
         v.to_str().is_ok_and(|v| {
             v.split(',')
                 .map(|t| t.trim().trim_start_matches("W/"))
-                .any(|t| t == etag || t == "*")
+                .any(|t| t == tag || t == "*")
         })
     });
     let mut res = if not_modified {
-        HttpResponse::NotModified().finish()
+        HttpResponse::new(StatusCode::NOT_MODIFIED)
     } else {
-        HttpResponse::Ok()
-            .insert_header((header::CONTENT_TYPE, "application/json"))
-            .body(body())
+        let mut res = HttpResponse::with_body(StatusCode::OK, body()).map_into_boxed_body();
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        res
     };
     let headers = res.headers_mut();
-    headers.insert(
-        header::HeaderName::from_static("x-data-version"),
-        header::HeaderValue::from(snapshot.version),
-    );
-    headers.insert(
-        header::ETAG,
-        header::HeaderValue::from_str(&etag).expect("ASCII"),
-    );
+    VERSION_HEADERS.with_borrow_mut(|cached| {
+        let cached = match cached {
+            Some(c) if c.version == snapshot.version => c,
+            _ => cached.insert(VersionHeaders::new(snapshot)),
+        };
+        headers.insert(
+            header::HeaderName::from_static("x-data-version"),
+            cached.data_version.clone(),
+        );
+        if let Some(v) = &cached.last_modified {
+            headers.insert(header::LAST_MODIFIED, v.clone());
+        }
+    });
+    headers.insert(header::ETAG, etag);
     headers.insert(
         header::CACHE_CONTROL,
         header::HeaderValue::from_static("no-cache"),
@@ -103,12 +163,6 @@ fn versioned(
         header::VARY,
         header::HeaderValue::from_static("accept-encoding"),
     );
-    if snapshot.version > 0 {
-        let modified = header::HttpDate::from(std::time::SystemTime::from(snapshot.observed_at));
-        if let Ok(v) = header::HeaderValue::from_str(&modified.to_string()) {
-            headers.insert(header::LAST_MODIFIED, v);
-        }
-    }
     res
 }
 
@@ -836,4 +890,25 @@ pub async fn readyz(state: Data) -> Result<HttpResponse, ApiError> {
 pub struct Health {
     /// `ok` or `ready`.
     pub status: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etag_is_version_and_identity_in_hex() {
+        for (version, identity) in [
+            (0, 0),
+            (1, 0x827e_992d_4794_8a38),
+            (0x10, 1),
+            (i64::MAX, u64::MAX),
+            (123_456_789, 42),
+        ] {
+            assert_eq!(
+                etag(version, identity).to_str().unwrap(),
+                format!("\"{version:x}-{identity:016x}\""),
+            );
+        }
+    }
 }

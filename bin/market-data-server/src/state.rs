@@ -12,6 +12,13 @@ use time::OffsetDateTime;
 
 /// How often a server checks the database for a new data version.
 pub const RELOAD_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a reload waits for in-flight requests to release the previous
+/// data version, so that it is freed on the reloader thread; a response
+/// still being written to a slow client after that frees it itself.
+const RETIRE_WAIT: Duration = Duration::from_secs(10);
+/// Nice value of the reloader thread (and the threads it starts): loading
+/// and rendering a new version yields the CPU to the HTTP workers.
+const RELOADER_NICE: i32 = 10;
 /// How long a verified token stays cached; bounds how long a revoked token keeps working.
 pub const TOKEN_CACHE_TTL: Duration = Duration::from_secs(2);
 
@@ -61,20 +68,38 @@ impl PageCache {
     }
 
     /// Caches `body` of `key` at `version` (ignored for an older version or a
-    /// body larger than a quarter of the capacity).
-    pub fn put(&mut self, version: i64, key: String, body: Bytes) {
+    /// body larger than a quarter of the capacity). Returns the pages it
+    /// evicted, for the caller to free after releasing the cache's lock.
+    #[must_use = "evicted pages are returned to be dropped outside the lock"]
+    pub fn put(&mut self, version: i64, key: String, body: Bytes) -> HashMap<String, Bytes> {
         if version < self.version || body.len() > self.capacity / 4 {
-            return;
+            return HashMap::new();
         }
-        if version > self.version || self.bytes + body.len() > self.capacity {
-            self.pages.clear();
-            self.bytes = 0;
-            self.version = version;
-        }
+        let evicted = if version > self.version || self.bytes + body.len() > self.capacity {
+            self.evict(version)
+        } else {
+            HashMap::new()
+        };
         self.bytes += body.len();
         if let Some(old) = self.pages.insert(key, body) {
             self.bytes -= old.len();
         }
+        evicted
+    }
+
+    /// Empties the cache if it holds pages older than `version`, returning them.
+    pub fn evict_before(&mut self, version: i64) -> HashMap<String, Bytes> {
+        if self.version < version {
+            self.evict(version)
+        } else {
+            HashMap::new()
+        }
+    }
+
+    fn evict(&mut self, version: i64) -> HashMap<String, Bytes> {
+        self.bytes = 0;
+        self.version = version;
+        std::mem::take(&mut self.pages)
     }
 }
 
@@ -126,10 +151,13 @@ impl AppState {
 
     /// Caches a rendered page.
     pub fn cache_page(&self, version: i64, key: String, body: Bytes) {
-        self.pages
+        let evicted = self
+            .pages
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .put(version, key, body);
+        // Freed after the lock is released: other workers keep reading pages.
+        drop(evicted);
     }
 
     /// Loads the newest data version if it differs from the served one.
@@ -157,6 +185,20 @@ impl AppState {
         let (positions, wallets) = snapshot.counts();
         let rendered_mib = snapshot.heap_bytes() >> 20;
         let previous = self.snapshot.swap(Arc::new(snapshot));
+        // The previous version is freed here, not by whichever request
+        // happens to hold the last reference: freeing a few hundred MB on a
+        // worker thread would stall the requests queued behind it.
+        let stale_pages = self
+            .pages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .evict_before(meta.version);
+        drop(stale_pages);
+        let waited = Instant::now();
+        while Arc::strong_count(&previous) > 1 && waited.elapsed() < RETIRE_WAIT {
+            // In-flight requests (and responses still being written) hold it.
+            std::thread::sleep(Duration::from_millis(2));
+        }
         drop(previous);
         release_free_memory();
         log::info!(
@@ -173,11 +215,14 @@ impl AppState {
         let state = Arc::downgrade(self);
         std::thread::Builder::new()
             .name("snapshot-reloader".into())
-            .spawn(move || loop {
-                std::thread::sleep(RELOAD_INTERVAL);
-                let Some(state) = state.upgrade() else { return };
-                if let Err(e) = state.reload() {
-                    log::warn!("could not reload the data version: {e}");
+            .spawn(move || {
+                lower_thread_priority(RELOADER_NICE);
+                loop {
+                    std::thread::sleep(RELOAD_INTERVAL);
+                    let Some(state) = state.upgrade() else { return };
+                    if let Err(e) = state.reload() {
+                        log::warn!("could not reload the data version: {e}");
+                    }
                 }
             })
             .expect("spawning a thread");
@@ -202,6 +247,25 @@ impl AppState {
     }
 }
 
+/// Lowers the calling thread's scheduling priority to `nice` (Linux: the
+/// nice value is per thread and inherited by threads it starts). Best effort.
+fn lower_thread_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on the calling thread's id changes only its
+    // scheduling weight.
+    unsafe {
+        let tid = libc::gettid();
+        if libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) != 0 {
+            log::warn!(
+                "could not lower the reloader's priority: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
+
 /// Hands the heap pages freed by a reload back to the OS. The loaded rows
 /// and the model structs (several hundred MB at 100k wallets) are freed by
 /// then, but glibc keeps freed small-object pages in its arenas, which would
@@ -218,28 +282,57 @@ fn release_free_memory() {
 /// How often batched token usage is written to the database.
 pub const USAGE_FLUSH_INTERVAL: Duration = Duration::from_secs(5);
 
+/// What a request is counted under: its method and route pattern, kept as
+/// static parts so that counting a request allocates nothing; the label
+/// (`GET /v1/networks/{network}/markets`) is built when usage is flushed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UsageEndpoint {
+    /// The request method (GET and HEAD, or the method a 405 answered).
+    pub method: actix_web::http::Method,
+    /// The API prefix (`/v1` or its alias).
+    pub prefix: &'static str,
+    /// The route pattern under the prefix; `None` when no route matched (a 404).
+    pub pattern: Option<&'static str>,
+}
+
+impl UsageEndpoint {
+    /// The label stored in `token_usage.endpoint`.
+    pub fn label(&self) -> String {
+        match self.pattern {
+            Some(pattern) => format!("{} {}{pattern}", self.method, self.prefix),
+            None => format!("{} {} (unknown path)", self.method, self.prefix),
+        }
+    }
+}
+
 /// Usage counted in memory between flushes: (token, day, endpoint, status class) → requests.
 #[derive(Default)]
 pub struct UsageBuffer {
-    counts: HashMap<(i64, time::Date, String, &'static str), i64>,
+    counts: HashMap<(i64, time::Date, UsageEndpoint, &'static str), i64>,
     last_used: HashMap<i64, OffsetDateTime>,
 }
 
 impl AppState {
-    /// Counts one authenticated request (no database write).
-    pub fn record_usage(&self, token_id: i64, endpoint: String, status: u16) {
+    /// Counts one authenticated request, made at `at` (no database write).
+    pub fn record_usage(
+        &self,
+        token_id: i64,
+        at: OffsetDateTime,
+        endpoint: UsageEndpoint,
+        status: u16,
+    ) {
         let class = match status {
             200..=299 => "2xx",
             300..=399 => "3xx",
             400..=499 => "4xx",
             _ => "5xx",
         };
-        let now = market_model::timestamp::now_seconds();
+        let at = at.replace_nanosecond(0).expect("0 is a valid nanosecond");
         let mut buf = self.usage.lock().unwrap_or_else(|p| p.into_inner());
         *buf.counts
-            .entry((token_id, now.date(), endpoint, class))
+            .entry((token_id, at.date(), endpoint, class))
             .or_default() += 1;
-        buf.last_used.insert(token_id, now);
+        buf.last_used.insert(token_id, at);
     }
 
     /// Writes the buffered usage in one transaction. On failure the counts are
@@ -255,7 +348,7 @@ impl AppState {
             .map(|((token_id, day, endpoint, class), count)| UsageRow {
                 token_id: *token_id,
                 day: *day,
-                endpoint: endpoint.clone(),
+                endpoint: endpoint.label(),
                 status_class: (*class).to_owned(),
                 count: *count,
             })
@@ -299,23 +392,38 @@ mod tests {
     #[test]
     fn page_cache_keeps_one_version_within_its_bound() {
         let mut c = PageCache::new(100);
-        c.put(1, "a".into(), Bytes::from_static(&[0; 20]));
+        assert!(c
+            .put(1, "a".into(), Bytes::from_static(&[0; 20]))
+            .is_empty());
         assert_eq!(c.get(1, "a").map(|b| b.len()), Some(20));
         assert_eq!(c.get(2, "a"), None, "another version never sees it");
-        c.put(1, "big".into(), Bytes::from_static(&[0; 26]));
+        assert!(c
+            .put(1, "big".into(), Bytes::from_static(&[0; 26]))
+            .is_empty());
         assert_eq!(c.get(1, "big"), None, "over a quarter of the bound");
-        for k in ["b", "c", "d", "e"] {
-            c.put(1, k.into(), Bytes::from_static(&[0; 20]));
+        let mut evicted = 0;
+        for k in ["b", "c", "d", "e", "f"] {
+            evicted += c.put(1, k.into(), Bytes::from_static(&[0; 20])).len();
         }
+        assert_eq!(
+            evicted, 5,
+            "the sixth page overflowed it: the five before went"
+        );
         assert!(c.bytes <= 100, "{}", c.bytes);
-        assert!(c.get(1, "e").is_some());
-        c.put(2, "a".into(), Bytes::from_static(&[1; 5]));
-        assert_eq!(c.get(1, "e"), None, "a newer version empties the cache");
-        c.put(1, "old".into(), Bytes::from_static(&[0; 5]));
+        assert!(c.get(1, "f").is_some());
+        let evicted = c.put(2, "a".into(), Bytes::from_static(&[1; 5]));
+        assert_eq!(evicted.len(), 1, "{evicted:?}");
+        assert_eq!(c.get(1, "f"), None, "a newer version empties the cache");
+        assert!(c
+            .put(1, "old".into(), Bytes::from_static(&[0; 5]))
+            .is_empty());
         assert_eq!(c.get(1, "old"), None, "an older version is not cached");
         assert_eq!(c.get(2, "a").unwrap()[0], 1);
+        assert!(c.evict_before(2).is_empty(), "nothing older than 2");
+        assert_eq!(c.evict_before(3).len(), 1);
+        assert_eq!(c.get(2, "a"), None);
         let mut off = PageCache::new(0);
-        off.put(1, "a".into(), Bytes::from_static(b"x"));
+        assert!(off.put(1, "a".into(), Bytes::from_static(b"x")).is_empty());
         assert_eq!(off.get(1, "a"), None);
     }
 }

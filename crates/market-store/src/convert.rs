@@ -240,37 +240,9 @@ fn alias(symbol: &str) -> (String, String) {
     )
 }
 
-pub(crate) fn assemble_snapshot(
-    meta: SnapshotMeta,
-    markets: Vec<MarketRow>,
-    wallets: Vec<WalletRow>,
-    positions: Vec<PositionRow>,
-    levels: Vec<CurrentLevelRow>,
-) -> Result<LoadedSnapshot, StoreError> {
-    let mut bucket_sizes = Vec::with_capacity(markets.len());
-    let markets: Vec<Market> = markets
-        .into_iter()
-        .map(|r| {
-            bucket_sizes.push(dec(r.bucket_size));
-            Market {
-                symbol: r.symbol,
-                price: dec(r.price),
-                change24h_pct: dec(r.change24h_pct),
-                volume24h: dec(r.volume24h),
-                open_interest: dec(r.open_interest),
-                funding: dec(r.funding),
-                long_count: r.long_count.max(0) as u64,
-                short_count: r.short_count.max(0) as u64,
-                long_short_ratio: dec(r.long_short_ratio),
-                total_liquidation_value: dec(r.total_liquidation_value),
-                long_liquidation_value: dec(r.long_liquidation_value),
-                short_liquidation_value: dec(r.short_liquidation_value),
-            }
-        })
-        .collect();
-
-    let wallets: Vec<Wallet> = wallets
-        .into_iter()
+/// Wallet rows as models.
+pub(crate) fn wallets_from(rows: Vec<WalletRow>) -> Result<Vec<Wallet>, StoreError> {
+    rows.into_iter()
         .map(|r| {
             Ok(Wallet {
                 tags: json::<Vec<String>>("wallet tags", &r.tags)?,
@@ -302,14 +274,17 @@ pub(crate) fn assemble_snapshot(
                 strategy_confidence: r.strategy_confidence.map(dec),
             })
         })
-        .collect::<Result<_, StoreError>>()?;
+        .collect()
+}
 
-    let by_address: HashMap<&str, &Wallet> =
-        wallets.iter().map(|w| (w.address.as_str(), w)).collect();
-    let positions: Vec<MarketPosition> = positions
-        .into_iter()
+/// Position rows as models, with the label and tags of their wallet.
+pub(crate) fn positions_from(
+    rows: Vec<PositionRow>,
+    wallets: &HashMap<&str, &Wallet>,
+) -> Result<Vec<MarketPosition>, StoreError> {
+    rows.into_iter()
         .map(|r| {
-            let wallet = by_address.get(r.address.as_str());
+            let wallet = wallets.get(r.address.as_str());
             Ok(MarketPosition {
                 label: wallet.and_then(|w| w.label.clone()),
                 tags: wallet.map(|w| w.tags.clone()).unwrap_or_default(),
@@ -330,7 +305,39 @@ pub(crate) fn assemble_snapshot(
                 funding_cost: dec(r.funding_cost),
             })
         })
-        .collect::<Result<_, StoreError>>()?;
+        .collect()
+}
+
+/// The served snapshot from its converted wallets and positions and the
+/// market and current-level rows.
+pub(crate) fn assemble_snapshot(
+    meta: SnapshotMeta,
+    markets: Vec<MarketRow>,
+    wallets: Vec<Wallet>,
+    positions: Vec<MarketPosition>,
+    levels: Vec<CurrentLevelRow>,
+) -> Result<LoadedSnapshot, StoreError> {
+    let mut bucket_sizes = Vec::with_capacity(markets.len());
+    let markets: Vec<Market> = markets
+        .into_iter()
+        .map(|r| {
+            bucket_sizes.push(dec(r.bucket_size));
+            Market {
+                symbol: r.symbol,
+                price: dec(r.price),
+                change24h_pct: dec(r.change24h_pct),
+                volume24h: dec(r.volume24h),
+                open_interest: dec(r.open_interest),
+                funding: dec(r.funding),
+                long_count: r.long_count.max(0) as u64,
+                short_count: r.short_count.max(0) as u64,
+                long_short_ratio: dec(r.long_short_ratio),
+                total_liquidation_value: dec(r.total_liquidation_value),
+                long_liquidation_value: dec(r.long_liquidation_value),
+                short_liquidation_value: dec(r.short_liquidation_value),
+            }
+        })
+        .collect();
 
     let mut levels_by_symbol: HashMap<String, Vec<Level>> = HashMap::new();
     for r in levels {

@@ -11,6 +11,7 @@ pub mod schema;
 pub mod tokens;
 pub mod types;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use diesel::prelude::*;
@@ -281,46 +282,60 @@ impl Store {
     /// Reads a whole data version (for building the in-memory serving snapshot).
     pub fn load_snapshot(&self, meta: &SnapshotMeta) -> Result<LoadedSnapshot, StoreError> {
         let v = meta.version;
-        // Positions (the bulk) are read on a second connection while this one
-        // reads the rest: start-up time is dominated by this load. Each read
-        // is one statement and so sees one consistent state; the version row
-        // is checked after both, so a prune that raced them (it deletes the
-        // version row and its data in one transaction) is detected.
-        let (positions, rest) = std::thread::scope(|s| {
-            let positions = s.spawn(|| -> Result<Vec<PositionRow>, StoreError> {
+        // Start-up time is dominated by this load, so it runs on three
+        // connections: the positions (the bulk) in two halves split by symbol
+        // at the median of the markets' position counts, and the wallets and
+        // levels beside them; each thread converts what it read. Each read is
+        // one statement and so sees one consistent state; the version row is
+        // checked after all of them, so a prune that raced them (it deletes
+        // the version row and its data in one transaction) is detected.
+        let markets: Vec<MarketRow> = {
+            let mut pooled = self.conn()?;
+            let conn: &mut DbConnection = &mut pooled;
+            markets::table
+                .filter(markets::version.eq(v))
+                .order(markets::symbol)
+                .load(conn)?
+        };
+        let split = position_split(&markets);
+        let read_positions = |upper_half: bool| -> Result<Vec<PositionRow>, StoreError> {
+            let mut pooled = self.conn()?;
+            let conn: &mut DbConnection = &mut pooled;
+            let query = positions::table
+                .filter(positions::version.eq(v))
+                .order((positions::symbol, positions::address))
+                .into_boxed();
+            let query = match (&split, upper_half) {
+                (None, false) => query,
+                (None, true) => return Ok(Vec::new()),
+                (Some(at), false) => query.filter(positions::symbol.lt(at)),
+                (Some(at), true) => query.filter(positions::symbol.ge(at)),
+            };
+            Ok(query.load(conn)?)
+        };
+        let (lower, upper, rest) = std::thread::scope(|s| {
+            let lower = s.spawn(|| read_positions(false));
+            let rest = s.spawn(|| -> Result<_, StoreError> {
                 let mut pooled = self.conn()?;
                 let conn: &mut DbConnection = &mut pooled;
-                Ok(positions::table
-                    .filter(positions::version.eq(v))
-                    .order((positions::symbol, positions::address))
-                    .load(conn)?)
+                let wallets: Vec<WalletRow> = wallets::table
+                    .filter(wallets::version.eq(v))
+                    .order(wallets::address)
+                    .load(conn)?;
+                let levels: Vec<CurrentLevelRow> = current_levels::table
+                    .filter(current_levels::version.eq(v))
+                    .order((current_levels::symbol, current_levels::side))
+                    .load(conn)?;
+                Ok((wallets_from(wallets)?, levels))
             });
-            let rest = self.conn().and_then(|mut pooled| {
-                let conn: &mut DbConnection = &mut pooled;
-                conn.transaction(|conn| {
-                    let markets: Vec<MarketRow> = markets::table
-                        .filter(markets::version.eq(v))
-                        .order(markets::symbol)
-                        .load(conn)?;
-                    let wallets: Vec<WalletRow> = wallets::table
-                        .filter(wallets::version.eq(v))
-                        .order(wallets::address)
-                        .load(conn)?;
-                    let levels: Vec<CurrentLevelRow> = current_levels::table
-                        .filter(current_levels::version.eq(v))
-                        .order((current_levels::symbol, current_levels::side))
-                        .load(conn)?;
-                    Ok::<_, StoreError>((markets, wallets, levels))
-                })
-            });
+            let upper = read_positions(true);
             (
-                positions
-                    .join()
-                    .expect("the position reader does not panic"),
-                rest,
+                lower.join().expect("the position reader does not panic"),
+                upper,
+                rest.join().expect("the wallet reader does not panic"),
             )
         });
-        let (positions, (markets, wallets, levels)) = (positions?, rest?);
+        let (lower, upper, (wallets, levels)) = (lower?, upper?, rest?);
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
         let present: i64 = snapshots::table
@@ -332,6 +347,21 @@ impl Store {
                 "data version {v} was pruned while it was being read; a newer one will be loaded"
             )));
         }
+        drop(pooled);
+        // Each position copies its wallet's label and tags: two threads.
+        let by_address: HashMap<&str, &Wallet> =
+            wallets.iter().map(|w| (w.address.as_str(), w)).collect();
+        let (lower, upper) = std::thread::scope(|s| {
+            let lower = s.spawn(|| positions_from(lower, &by_address));
+            let upper = positions_from(upper, &by_address);
+            (
+                lower.join().expect("converting positions does not panic"),
+                upper,
+            )
+        });
+        let mut positions = lower?;
+        positions.extend(upper?);
+        drop(by_address);
         assemble_snapshot(meta.clone(), markets, wallets, positions, levels)
     }
 
@@ -538,6 +568,19 @@ pub(crate) fn insert_snapshot(
         progress
     );
     Ok(version)
+}
+
+/// The first symbol of the upper half of a version's positions: the median
+/// by the markets' long and short counts (the positions they were
+/// aggregated from), or `None` when there is nothing to split. Only the
+/// balance of the two reads depends on it, never what they return.
+fn position_split(markets: &[MarketRow]) -> Option<String> {
+    let total: i64 = markets.iter().map(|m| m.long_count + m.short_count).sum();
+    let mut seen = 0;
+    markets.iter().skip(1).zip(markets).find_map(|(next, m)| {
+        seen += m.long_count + m.short_count;
+        (2 * seen >= total).then(|| next.symbol.clone())
+    })
 }
 
 #[cfg(test)]

@@ -360,3 +360,77 @@ fn tokens_store_hashes_and_revoke() {
         assert_eq!(store.list_tokens().unwrap().len(), 1);
     }
 }
+
+#[test]
+fn positions_load_whole_and_in_order_across_the_split_reads() {
+    for (store, _guard) in stores() {
+        let mut markets: Vec<Market> = ["ETH", "BTC", "SOL", "xyz:TSLA"]
+            .iter()
+            .map(|s| market(s, "1.5"))
+            .collect();
+        // Skewed counts: the split falls after BTC (most positions).
+        markets[1].long_count = 30;
+        let wallets: Vec<Wallet> = ["0xaa", "0xbb", "0xcc"].iter().map(|a| wallet(a)).collect();
+        let mut positions = Vec::new();
+        for m in &markets {
+            for w in wallets.iter().rev() {
+                positions.push(position(&w.address, &m.symbol));
+            }
+        }
+        store
+            .write_snapshot(
+                &SnapshotWrite {
+                    source: "test",
+                    observed_at: datetime!(2026-11-22 01:02:03 UTC),
+                    markets: &markets,
+                    wallets: &wallets,
+                    positions: &positions,
+                    current_days: &[],
+                },
+                &mut |_, _, _| {},
+            )
+            .unwrap();
+        let meta = store.latest_snapshot().unwrap().unwrap();
+        let loaded = store.load_snapshot(&meta).unwrap();
+        let keys: Vec<(String, String)> = loaded
+            .positions
+            .iter()
+            .map(|p| (p.symbol.clone(), p.address.clone()))
+            .collect();
+        let mut expected: Vec<(String, String)> = positions
+            .iter()
+            .map(|p| (p.symbol.clone(), p.address.clone()))
+            .collect();
+        expected.sort();
+        assert_eq!(keys, expected);
+        assert!(loaded
+            .positions
+            .iter()
+            .all(|p| p.label.as_deref() == Some("Fund \"A\"") && p.tags.len() == 2));
+    }
+}
+
+#[test]
+fn position_split_is_at_the_median_of_the_position_counts() {
+    let rows = |counts: &[(&str, i64)]| -> Vec<crate::rows::MarketRow> {
+        let markets: Vec<Market> = counts
+            .iter()
+            .map(|&(s, n)| Market {
+                long_count: n as u64,
+                short_count: 0,
+                ..market(s, "1")
+            })
+            .collect();
+        crate::convert::market_rows(1, &markets, &[])
+    };
+    assert_eq!(super::position_split(&[]), None);
+    assert_eq!(super::position_split(&rows(&[("BTC", 5)])), None);
+    assert_eq!(
+        super::position_split(&rows(&[("A", 1), ("B", 1), ("C", 1), ("D", 1)])).as_deref(),
+        Some("C")
+    );
+    assert_eq!(
+        super::position_split(&rows(&[("A", 10), ("B", 1), ("C", 1)])).as_deref(),
+        Some("B")
+    );
+}
