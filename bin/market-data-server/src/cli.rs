@@ -277,6 +277,9 @@ fn create_token(
 
 fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
     let state = AppState::new(store).context("loading the served data")?;
+    // After the first load (which runs fastest with glibc's defaults) and
+    // before serving.
+    crate::state::tune_allocator();
     state.set_page_cache_capacity(args.page_cache_mb << 20);
     state.spawn_reloader();
     state.spawn_usage_flusher();

@@ -606,15 +606,13 @@ pub async fn list_liquidity_levels(
         asset.as_deref().unwrap_or("")
     );
     let version = snapshot.version;
-    let body = match state.cached_page(version, &key) {
-        Some(body) => body,
-        None => {
-            let body =
-                liquidity_page(&state, &snapshot, from, to, asset, after, limit, &query).await?;
-            state.cache_page(version, key.clone(), body.clone());
-            body
-        }
-    };
+    let body = state
+        .page(
+            version,
+            &key,
+            liquidity_page(&state, &snapshot, from, to, asset, after, limit, &query),
+        )
+        .await?;
     Ok(versioned(&req, &snapshot, identity(&key), || body))
 }
 
@@ -795,10 +793,26 @@ pub async fn list_candles(
         "candles|{symbol}|{interval}|{start}|{}|{limit}",
         period_start(interval, to)
     );
-    let version = snapshot.version;
-    if let Some(body) = state.cached_page(version, &key) {
-        return Ok(versioned(&req, &snapshot, identity(&key), || body));
-    }
+    let body = state
+        .page(
+            snapshot.version,
+            &key,
+            candle_page(&state, symbol, interval, start, to, limit),
+        )
+        .await?;
+    Ok(versioned(&req, &snapshot, identity(&key), || body))
+}
+
+/// Renders one candles page from the database (rolled up when the interval
+/// is not stored).
+async fn candle_page(
+    state: &Data,
+    symbol: String,
+    interval: Interval,
+    start: i64,
+    to: i64,
+    limit: u32,
+) -> Result<Bytes, ApiError> {
     let store = state.store.clone();
     let sym = symbol.clone();
     let mut candles = web::block(move || {
@@ -853,9 +867,9 @@ pub async fn list_candles(
         candles,
         next_cursor,
     };
-    let body = Bytes::from(serde_json::to_vec(&series).expect("responses serialize"));
-    state.cache_page(version, key.clone(), body.clone());
-    Ok(versioned(&req, &snapshot, identity(&key), || body))
+    Ok(Bytes::from(
+        serde_json::to_vec(&series).expect("responses serialize"),
+    ))
 }
 
 /// Liveness: the process answers.

@@ -33,7 +33,11 @@ pub struct AppState {
     tokens: Mutex<HashMap<String, (Arc<TokenRecord>, Instant)>>,
     usage: Mutex<UsageBuffer>,
     pages: Mutex<PageCache>,
+    rendering: Mutex<HashMap<(i64, String), RenderSlot>>,
 }
+
+/// A page being rendered: the first request fills it, the others wait on it.
+type RenderSlot = Arc<tokio::sync::OnceCell<Bytes>>;
 
 /// Rendered bodies of the database-backed endpoints (liquidity-levels,
 /// candles) for the served data version, keyed by their normalized query.
@@ -103,6 +107,29 @@ impl PageCache {
     }
 }
 
+/// Removes a finished render from [`AppState::page`]'s table.
+struct RenderingGuard<'a> {
+    state: &'a AppState,
+    slot: (i64, String),
+    cell: &'a RenderSlot,
+}
+
+impl Drop for RenderingGuard<'_> {
+    fn drop(&mut self) {
+        let mut rendering = self
+            .state
+            .rendering
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if rendering
+            .get(&self.slot)
+            .is_some_and(|c| Arc::ptr_eq(c, self.cell))
+        {
+            rendering.remove(&self.slot);
+        }
+    }
+}
+
 fn empty_snapshot() -> Snapshot {
     Snapshot::build(
         0,
@@ -125,6 +152,7 @@ impl AppState {
             tokens: Mutex::new(HashMap::new()),
             usage: Mutex::new(UsageBuffer::default()),
             pages: Mutex::new(PageCache::new(PAGE_CACHE_BYTES)),
+            rendering: Mutex::new(HashMap::new()),
         });
         state.reload()?;
         Ok(state)
@@ -142,15 +170,46 @@ impl AppState {
     }
 
     /// A cached rendered page.
-    pub fn cached_page(&self, version: i64, key: &str) -> Option<Bytes> {
+    fn cached_page(&self, version: i64, key: &str) -> Option<Bytes> {
         self.pages
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(version, key)
     }
 
+    /// The page `key` of `version`: from the cache, or rendered by `render`
+    /// and cached. Concurrent requests for a page that is being rendered
+    /// wait for that render instead of starting their own (a burst of misses
+    /// on a slow page would otherwise run the same queries once per request).
+    pub async fn page<E, F>(&self, version: i64, key: &str, render: F) -> Result<Bytes, E>
+    where
+        F: std::future::Future<Output = Result<Bytes, E>>,
+    {
+        if let Some(body) = self.cached_page(version, key) {
+            return Ok(body);
+        }
+        let slot = (version, key.to_owned());
+        let cell = self
+            .rendering
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(slot.clone())
+            .or_default()
+            .clone();
+        // Whoever finishes first removes the entry: later requests find the
+        // page in the cache (or, if it was not cacheable, render it anew).
+        let _done = RenderingGuard {
+            state: self,
+            slot,
+            cell: &cell,
+        };
+        let body = cell.get_or_try_init(|| render).await?.clone();
+        self.cache_page(version, key.to_owned(), body.clone());
+        Ok(body)
+    }
+
     /// Caches a rendered page.
-    pub fn cache_page(&self, version: i64, key: String, body: Bytes) {
+    fn cache_page(&self, version: i64, key: String, body: Bytes) {
         let evicted = self
             .pages
             .lock()
@@ -264,6 +323,27 @@ fn lower_thread_priority(nice: i32) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = nice;
+}
+
+/// Keeps the resident size near the served data under load (glibc only).
+///
+/// - A fixed mmap threshold of 128 KiB: large response buffers (a
+///   liquidity page is over 1 MB, and actix-web copies bodies into each
+///   connection's write buffer) are mapped and unmapped instead of staying
+///   in the heap. glibc's default threshold rises to the largest block
+///   freed, after which such blocks stay resident: about 70 MB more at
+///   100k wallets after a load test.
+///
+/// Called after the first load: with this threshold the load's growing
+/// buffers are mapped afresh at each growth, which made start-up about
+/// 1 s slower. Measured in docs/performance.md ("Memory").
+pub fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters (under glibc's own
+    // lock); it touches no allocation.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
 }
 
 /// Hands the heap pages freed by a reload back to the OS. The loaded rows
@@ -388,6 +468,46 @@ impl AppState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_misses_of_one_page_render_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path().join("t.db").to_str().unwrap(),
+            market_store::PoolOptions::default(),
+        )
+        .unwrap();
+        store.migrate().unwrap();
+        let state = AppState::new(store).unwrap();
+        let renders = AtomicUsize::new(0);
+        let render = |body: &'static [u8]| {
+            let renders = &renders;
+            async move {
+                renders.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok::<_, ()>(Bytes::from_static(body))
+            }
+        };
+        let (a, b, c) = tokio::join!(
+            state.page(1, "k", render(b"one")),
+            state.page(1, "k", render(b"two")),
+            state.page(1, "other", render(b"three")),
+        );
+        assert_eq!(renders.load(Ordering::SeqCst), 2, "one render per page");
+        assert_eq!(a.unwrap(), b.unwrap(), "the waiter got the first render");
+        assert_eq!(c.unwrap(), Bytes::from_static(b"three"));
+        // Cached afterwards; a failed render is not cached and not shared.
+        assert_eq!(
+            state.page(1, "k", async { Err(()) }).await.unwrap().len(),
+            3
+        );
+        assert_eq!(
+            state.page(2, "k", async { Err::<Bytes, _>(()) }).await,
+            Err(())
+        );
+        assert!(state.rendering.lock().unwrap().is_empty());
+    }
 
     #[test]
     fn page_cache_keeps_one_version_within_its_bound() {
