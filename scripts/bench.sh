@@ -8,7 +8,8 @@
 # `serve` runs with its defaults except the access log, which is off
 # (ACCESS_LOG=true to measure with it). After the load table, a last phase
 # applies a new data version (a full re-seed, heavier than a scan) while a
-# light load runs, and prints the slowest request seen meanwhile.
+# light load runs, and prints the slowest request seen in each phase of it.
+# RUNS=0 skips the table (only start-up, memory and that last phase).
 #
 # Needs wrk, bc and curl (Debian: apt-get install wrk bc curl). Prints a
 # markdown table.
@@ -77,6 +78,7 @@ measure() {
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
+if [ "$RUNS" -gt 0 ]; then
 echo
 echo "| endpoint | body bytes | ours req/s | baseline req/s | throughput ratio | ours p50 / p99 ms | baseline p50 / p99 ms | p99 ratio |"
 echo "|---|---|---|---|---|---|---|---|"
@@ -94,27 +96,50 @@ for i in "${!PATHS[@]}"; do
 done
 echo
 echo "median of $RUNS alternating runs, wrk -t2 -c64 -d$DURATION, $(nproc) cores; serve RSS now: $(grep VmRSS /proc/$SERVER/status | awk '{print $2, $3}')"
+fi
 
 # Applying a new data version while serving: a light load (wrk -t1 -c4) on
-# two snapshot endpoints during a full re-seed and the reload that follows.
+# two snapshot endpoints while a full re-seed writes a new version (another
+# process on the same two cores, as a co-located scanner would be) and while
+# the server then loads and swaps it. The load runs in 3 s chunks, so each
+# chunk's slowest request can be placed in one of the two phases.
 echo
 echo "applying a new data version under load:"
-VERSION_BEFORE=$(curl -s -D - -o /dev/null -H "X-API-Key: $TOKEN" "http://$OURS${PATHS[1]}" | awk 'tolower($1) == "x-data-version:" { print $2 + 0 }')
-# The load lasts RELOAD_LOAD seconds: long enough for the re-seed (35-50 s at
-# 100k wallets here) and the reload after it.
+version() { curl -s -D - -o /dev/null -H "X-API-Key: $TOKEN" "http://$OURS${PATHS[1]}" | awk 'tolower($1) == "x-data-version:" { print $2 + 0 }'; }
+VERSION_BEFORE=$(version)
+# → one line per chunk: "start end max_ms p99_ms requests" (epoch seconds)
+loader() {
+  while [ ! -f "$WORK/stop" ]; do
+    local s; s=$(date +%s.%N)
+    wrk -t1 -c4 -d3s --latency -H "X-API-Key: $TOKEN" "$1" | awk -v s="$s" -v e="$(date +%s.%N)" '
+      function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+      /Latency/ && !seen { max = ms($4); seen = 1 }
+      $1 == "99%" { p99 = ms($2) }
+      /requests in/ { n = $1 }
+      END { printf "%s %s %s %s %s\n", s, e, max, p99, n }' >> "$2"
+  done
+}
 LOADERS=()
-for p in "${PATHS[1]}" "${PATHS[2]}"; do
-  wrk -t1 -c4 -d"${RELOAD_LOAD:-100}s" --latency -H "X-API-Key: $TOKEN" "http://$OURS$p" > "$WORK/during-$(echo "$p" | md5sum | cut -c1-8)" &
+for i in 1 2; do
+  loader "http://$OURS${PATHS[$i]}" "$WORK/chunks-$i" &
   LOADERS+=($!)
 done
-sleep 2
-echo "re-seeding from $(date +%T)"
+sleep 4
+SEED_START=$(date +%s.%N)
 "$BIN" seed-demo --wallets "$WALLETS" --database-url "$WORK/bench.db" > /dev/null 2>&1
-until [ "$(curl -s -D - -o /dev/null -H "X-API-Key: $TOKEN" "http://$OURS${PATHS[1]}" | awk 'tolower($1) == "x-data-version:" { print $2 + 0 }')" -gt "$VERSION_BEFORE" ]; do sleep 0.2; done
-echo "new data version served at $(date +%T)"
+SEED_END=$(date +%s.%N)
+until [ "$(version)" -gt "$VERSION_BEFORE" ]; do sleep 0.1; done
+SERVED=$(date +%s.%N)
+sleep 4
+touch "$WORK/stop"
 wait "${LOADERS[@]}"
-for f in "$WORK"/during-*; do
-  awk '/Latency/ && !seen { print "  latency avg " $2 ", stdev " $3 ", max " $4; seen = 1 } $1 == "99%" { print "  p99 " $2 } /requests in/ { print "  " $1 " requests" }' "$f"
-done
+echo "  re-seed (writing the new version): $(echo "$SEED_END - $SEED_START" | bc | xargs printf '%.1f') s; loading and swapping it: $(echo "$SERVED - $SEED_END" | bc | xargs printf '%.1f') s"
+# A chunk belongs to every phase it overlaps.
+cat "$WORK"/chunks-* | awk -v s0="$SEED_START" -v s1="$SEED_END" -v s2="$SERVED" '
+  function upd(k) { if ($3 > max[k]) max[k] = $3; if ($4 > p99[k]) p99[k] = $4; n[k] += $5 }
+  $2 > s0 && $1 < s1 { upd("while the new version was written") }
+  $2 > s1 && $1 < s2 + 1 { upd("while the server loaded and swapped it") }
+  $2 <= s0 || $1 >= s2 + 1 { upd("before and after") }
+  END { for (k in max) printf "  %s: max %.1f ms, worst chunk p99 %.2f ms, %d requests\n", k, max[k], p99[k], n[k] }'
 grep "serving data version" "$WORK/serve.log" | tail -n 1
 echo "serve RSS after the reload: $(grep VmRSS /proc/$SERVER/status | awk '{print $2, $3}'), peak $(grep VmHWM /proc/$SERVER/status | awk '{print $2, $3}')"

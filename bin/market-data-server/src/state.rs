@@ -258,8 +258,15 @@ impl AppState {
             // In-flight requests (and responses still being written) hold it.
             std::thread::sleep(Duration::from_millis(2));
         }
+        let retire = Instant::now();
         drop(previous);
+        let freed_ms = retire.elapsed().as_millis();
         release_free_memory();
+        log::debug!(
+            "retired the previous version after {} ms: freed in {freed_ms} ms, trimmed in {} ms",
+            retire.duration_since(waited).as_millis(),
+            retire.elapsed().as_millis() - freed_ms
+        );
         log::info!(
             "serving data version {} ({} markets, {positions} positions, {wallets} wallets; {rendered_mib} MiB rendered; read in {read_ms} ms, ready in {} ms)",
             meta.version,
