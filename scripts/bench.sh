@@ -25,7 +25,9 @@ for tool in wrk bc curl; do
 done
 
 cargo build --release -q -p market-data-server -p bench-baseline
-BIN=target/release/market-data-server
+# Honors CARGO_TARGET_DIR like cargo does.
+RELEASE=${CARGO_TARGET_DIR:-target}/release
+BIN=$RELEASE/market-data-server
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
 
@@ -64,7 +66,7 @@ SIZES=()
 for p in "${PATHS[@]}"; do
   SIZES+=("$(curl -s -H "X-API-Key: $TOKEN" "http://$OURS$p" | wc -c)")
 done
-target/release/bench-baseline "$BASE" "${SIZES[@]}" 2> /dev/null &
+"$RELEASE/bench-baseline" "$BASE" "${SIZES[@]}" 2> /dev/null &
 until curl -sf "http://$BASE/bytes/${SIZES[0]}" > /dev/null; do sleep 0.05; done
 
 # wrk → "req/s p50_ms p99_ms"
