@@ -422,27 +422,57 @@ pub fn liquidity_day(
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 /// Reorders `items` in place so that position `k` holds the item that was at
-/// `order[k]`. Follows the cycles of the permutation with swaps, so no second
-/// buffer of (large) items is allocated; `order` is left as the identity.
+/// `order[k]`; `order` is left as the identity. No second buffer of (large)
+/// items is allocated: fresh memory costs more in page faults than the moves.
+///
+/// Each cycle of the permutation is rotated: its first item is held aside,
+/// every other item is moved once into its slot, and the held item goes
+/// last. Swapping along the cycle instead moves every byte about twice as
+/// often, and these moves were nearly half of [`materialize`].
 ///
 /// # Panics
 ///
-/// When `order` is not a permutation of the indices of `items`.
+/// When `order` is not a permutation of the indices of `items` (checked
+/// before anything moves).
 fn permute_in_place<T>(items: &mut [T], order: &mut [u32]) {
     assert_eq!(items.len(), order.len(), "one index per item");
-    let mut moves = 0usize;
+    let mut seen = vec![false; order.len()];
+    for &i in order.iter() {
+        let slot = seen.get_mut(i as usize);
+        assert!(
+            slot.as_deref() == Some(&false),
+            "order is not a permutation"
+        );
+        *slot.expect("checked above") = true;
+    }
+    drop(seen);
+    let base = items.as_mut_ptr();
     for start in 0..order.len() {
-        let mut k = start;
-        // The item first at `start` travels along the cycle until its slot comes up.
-        while order[k] as usize != start {
-            let from = order[k] as usize;
-            moves += 1;
-            assert!(moves < items.len(), "order is not a permutation");
-            items.swap(k, from);
-            order[k] = k as u32;
-            k = from;
+        if order[start] as usize == start {
+            continue;
         }
-        order[k] = k as u32;
+        // SAFETY: `order` is a permutation of `0..items.len()` (checked
+        // above), so every index below is in bounds and the cycle through
+        // `start` visits each of its slots once. The item at `start` is read
+        // out, each later item of the cycle is copied into the slot vacated
+        // before it, and the held item is written into the last vacated
+        // slot: every item ends up in exactly one slot, none is dropped or
+        // duplicated. Nothing in the loop can panic (no allocation, no
+        // user code), so no slot is observed vacated.
+        unsafe {
+            let held = std::ptr::read(base.add(start));
+            let mut k = start;
+            loop {
+                let from = order[k] as usize;
+                order[k] = k as u32;
+                if from == start {
+                    std::ptr::write(base.add(k), held);
+                    break;
+                }
+                std::ptr::copy_nonoverlapping(base.add(from), base.add(k), 1);
+                k = from;
+            }
+        }
     }
 }
 
