@@ -203,8 +203,19 @@ impl AppState {
             slot,
             cell: &cell,
         };
-        let body = cell.get_or_try_init(|| render).await?.clone();
-        self.cache_page(version, key.to_owned(), body.clone());
+        let mut rendered_here = false;
+        let body = cell
+            .get_or_try_init(|| {
+                rendered_here = true;
+                render
+            })
+            .await?
+            .clone();
+        // Only the request that rendered the page caches it; the waiters
+        // share its result.
+        if rendered_here {
+            self.cache_page(version, key.to_owned(), body.clone());
+        }
         Ok(body)
     }
 

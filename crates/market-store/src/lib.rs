@@ -285,7 +285,7 @@ impl Store {
         // Start-up time is dominated by this load, so it runs on three
         // connections: the positions (the bulk) in two halves split by symbol
         // at the median of the markets' position counts, and the wallets and
-        // levels beside them; each thread converts what it read. Each read is
+        // levels beside them (the wallets converted there). Each read is
         // one statement and so sees one consistent state; the version row is
         // checked after all of them, so a prune that raced them (it deletes
         // the version row and its data in one transaction) is detected.
@@ -299,8 +299,6 @@ impl Store {
         };
         let split = position_split(&markets);
         let read_positions = |upper_half: bool| -> Result<Vec<PositionRow>, StoreError> {
-            let mut pooled = self.conn()?;
-            let conn: &mut DbConnection = &mut pooled;
             let query = positions::table
                 .filter(positions::version.eq(v))
                 .order((positions::symbol, positions::address))
@@ -311,6 +309,8 @@ impl Store {
                 (Some(at), false) => query.filter(positions::symbol.lt(at)),
                 (Some(at), true) => query.filter(positions::symbol.ge(at)),
             };
+            let mut pooled = self.conn()?;
+            let conn: &mut DbConnection = &mut pooled;
             Ok(query.load(conn)?)
         };
         let (lower, upper, rest) = std::thread::scope(|s| {
@@ -361,7 +361,6 @@ impl Store {
         });
         let mut positions = lower?;
         positions.extend(upper?);
-        drop(by_address);
         assemble_snapshot(meta.clone(), markets, wallets, positions, levels)
     }
 
