@@ -8,12 +8,12 @@ use time::OffsetDateTime;
 
 use crate::rows::{from_db_time, to_db_time};
 use crate::schema::{
-    candles, liquidity_days, liquidity_levels, scanned_wallets, snapshots, tracked_positions,
+    candles, liquidity_days, liquidity_levels, scanned_wallets, tracked_positions,
 };
 use crate::types::DbDecimal;
 use crate::{
-    candle_rows, history_rows, insert_chunked, insert_snapshot, CandleBatch, DbConnection,
-    Progress, SnapshotWrite, Store, StoreError, MAX_BINDS,
+    candle_rows, history_rows, insert_chunked, insert_snapshot, prune_before, CandleBatch,
+    DbConnection, Progress, SnapshotWrite, Store, StoreError, MAX_BINDS,
 };
 
 /// Scanner state of one wallet: staleness and the history behind its analytics.
@@ -164,111 +164,138 @@ impl Store {
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
         conn.transaction(|conn| {
-            for day in scan.frozen_days {
-                diesel::delete(
-                    liquidity_levels::table
-                        .filter(liquidity_levels::date.eq(day.date))
-                        .filter(liquidity_levels::symbol.eq(&day.network_asset_symbol)),
-                )
-                .execute(conn)?;
-                diesel::delete(
-                    liquidity_days::table
-                        .filter(liquidity_days::date.eq(day.date))
-                        .filter(liquidity_days::symbol.eq(&day.network_asset_symbol)),
-                )
-                .execute(conn)?;
-            }
-            let (day_rows, level_rows) = history_rows(scan.frozen_days);
-            insert_chunked!(
-                conn,
-                liquidity_days::table,
-                &day_rows,
-                9,
-                "frozen days",
-                progress
-            );
-            insert_chunked!(
-                conn,
-                liquidity_levels::table,
-                &level_rows,
-                8,
-                "frozen levels",
-                progress
-            );
-
-            for batch in scan.candles {
-                let Some(first) = batch.candles.first() else {
-                    continue;
-                };
-                diesel::delete(
-                    candles::table
-                        .filter(candles::symbol.eq(batch.symbol))
-                        .filter(candles::resolution.eq(batch.interval.as_str()))
-                        .filter(candles::open_time.ge(first.time)),
-                )
-                .execute(conn)?;
-            }
-            let candle_rows: Vec<_> = scan.candles.iter().flat_map(candle_rows).collect();
-            insert_chunked!(conn, candles::table, &candle_rows, 9, "candles", progress);
-
+            write_days_and_candles(conn, scan.frozen_days, scan.candles, progress)?;
             let version = insert_snapshot(conn, &scan.snapshot, progress)?;
-            diesel::delete(snapshots::table.filter(snapshots::version.lt(version - 1)))
-                .execute(conn)?;
-
+            prune_before(conn, version - 1)?;
             diesel::delete(scanned_wallets::table).execute(conn)?;
-            let states: Vec<_> = scan
-                .wallet_states
-                .iter()
-                .map(|s| {
-                    (
-                        scanned_wallets::address.eq(&s.address),
-                        scanned_wallets::missed_scans.eq(s.missed_scans),
-                        scanned_wallets::last_seen_at.eq(s.last_seen_at.map(to_db_time)),
-                        scanned_wallets::first_seen_at.eq(s.first_seen_at.map(to_db_time)),
-                        scanned_wallets::first_account_value
-                            .eq(s.first_account_value.as_ref().map(DbDecimal::from)),
-                        scanned_wallets::realized_pnl.eq(DbDecimal::from(&s.realized_pnl)),
-                        scanned_wallets::closed_count.eq(s.closed_count),
-                        scanned_wallets::win_count.eq(s.win_count),
-                        scanned_wallets::held_scalper.eq(s.held[0]),
-                        scanned_wallets::held_day.eq(s.held[1]),
-                        scanned_wallets::held_swing.eq(s.held[2]),
-                        scanned_wallets::held_position.eq(s.held[3]),
-                    )
-                })
-                .collect();
-            insert_chunked!(
-                conn,
-                scanned_wallets::table,
-                &states,
-                12,
-                "wallet states",
-                progress
-            );
+            insert_wallet_states(conn, scan.wallet_states, progress)?;
             diesel::delete(tracked_positions::table).execute(conn)?;
-            let tracked: Vec<_> = scan
-                .tracked
-                .iter()
-                .map(|t| {
-                    (
-                        tracked_positions::address.eq(&t.address),
-                        tracked_positions::symbol.eq(&t.symbol),
-                        tracked_positions::direction.eq(t.direction.as_str()),
-                        tracked_positions::opened_at.eq(to_db_time(t.opened_at)),
-                        tracked_positions::open_time_known.eq(i32::from(t.open_time_known)),
-                        tracked_positions::last_upnl.eq(DbDecimal::from(&t.last_upnl)),
-                    )
-                })
-                .collect();
-            insert_chunked!(
-                conn,
-                tracked_positions::table,
-                &tracked,
-                6,
-                "tracked positions",
-                progress
-            );
+            insert_tracked(conn, scan.tracked, progress)?;
             Ok(version)
         })
     }
+}
+
+/// Writes frozen `end_of_day` days (replacing stored ones of the same date
+/// and asset) and candle batches (each replaces the stored candles of its
+/// asset and interval from its first open time on).
+pub(crate) fn write_days_and_candles(
+    conn: &mut DbConnection,
+    frozen_days: &[LiquidityDay],
+    batches: &[CandleBatch<'_>],
+    progress: Progress<'_>,
+) -> Result<(), StoreError> {
+    for day in frozen_days {
+        diesel::delete(
+            liquidity_levels::table
+                .filter(liquidity_levels::date.eq(day.date))
+                .filter(liquidity_levels::symbol.eq(&day.network_asset_symbol)),
+        )
+        .execute(conn)?;
+        diesel::delete(
+            liquidity_days::table
+                .filter(liquidity_days::date.eq(day.date))
+                .filter(liquidity_days::symbol.eq(&day.network_asset_symbol)),
+        )
+        .execute(conn)?;
+    }
+    let (day_rows, level_rows) = history_rows(frozen_days);
+    insert_chunked!(
+        conn,
+        liquidity_days::table,
+        &day_rows,
+        9,
+        "frozen days",
+        progress
+    );
+    insert_chunked!(
+        conn,
+        liquidity_levels::table,
+        &level_rows,
+        8,
+        "frozen levels",
+        progress
+    );
+    for batch in batches {
+        let Some(first) = batch.candles.first() else {
+            continue;
+        };
+        diesel::delete(
+            candles::table
+                .filter(candles::symbol.eq(batch.symbol))
+                .filter(candles::resolution.eq(batch.interval.as_str()))
+                .filter(candles::open_time.ge(first.time)),
+        )
+        .execute(conn)?;
+    }
+    let candle_rows: Vec<_> = batches.iter().flat_map(candle_rows).collect();
+    insert_chunked!(conn, candles::table, &candle_rows, 9, "candles", progress);
+    Ok(())
+}
+
+/// Inserts scanner states (the caller deleted the ones they replace).
+pub(crate) fn insert_wallet_states(
+    conn: &mut DbConnection,
+    wallet_states: &[WalletScanState],
+    progress: Progress<'_>,
+) -> Result<(), StoreError> {
+    let states: Vec<_> = wallet_states
+        .iter()
+        .map(|s| {
+            (
+                scanned_wallets::address.eq(&s.address),
+                scanned_wallets::missed_scans.eq(s.missed_scans),
+                scanned_wallets::last_seen_at.eq(s.last_seen_at.map(to_db_time)),
+                scanned_wallets::first_seen_at.eq(s.first_seen_at.map(to_db_time)),
+                scanned_wallets::first_account_value
+                    .eq(s.first_account_value.as_ref().map(DbDecimal::from)),
+                scanned_wallets::realized_pnl.eq(DbDecimal::from(&s.realized_pnl)),
+                scanned_wallets::closed_count.eq(s.closed_count),
+                scanned_wallets::win_count.eq(s.win_count),
+                scanned_wallets::held_scalper.eq(s.held[0]),
+                scanned_wallets::held_day.eq(s.held[1]),
+                scanned_wallets::held_swing.eq(s.held[2]),
+                scanned_wallets::held_position.eq(s.held[3]),
+            )
+        })
+        .collect();
+    insert_chunked!(
+        conn,
+        scanned_wallets::table,
+        &states,
+        12,
+        "wallet states",
+        progress
+    );
+    Ok(())
+}
+
+/// Inserts followed positions (the caller deleted the ones they replace).
+pub(crate) fn insert_tracked(
+    conn: &mut DbConnection,
+    tracked: &[TrackedPosition],
+    progress: Progress<'_>,
+) -> Result<(), StoreError> {
+    let rows: Vec<_> = tracked
+        .iter()
+        .map(|t| {
+            (
+                tracked_positions::address.eq(&t.address),
+                tracked_positions::symbol.eq(&t.symbol),
+                tracked_positions::direction.eq(t.direction.as_str()),
+                tracked_positions::opened_at.eq(to_db_time(t.opened_at)),
+                tracked_positions::open_time_known.eq(i32::from(t.open_time_known)),
+                tracked_positions::last_upnl.eq(DbDecimal::from(&t.last_upnl)),
+            )
+        })
+        .collect();
+    insert_chunked!(
+        conn,
+        tracked_positions::table,
+        &rows,
+        6,
+        "tracked positions",
+        progress
+    );
+    Ok(())
 }

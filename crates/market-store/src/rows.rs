@@ -48,7 +48,8 @@ pub struct MarketRow {
     pub bucket_size: DbDecimal,
 }
 
-#[derive(Insertable, Queryable)]
+/// Inserted rows are open (`valid_to` NULL); loads select these columns only.
+#[derive(Insertable, Queryable, Selectable)]
 #[diesel(table_name = wallets)]
 pub struct WalletRow {
     pub version: i64,
@@ -73,7 +74,8 @@ pub struct WalletRow {
     pub strategy_confidence: Option<DbDecimal>,
 }
 
-#[derive(Insertable, Queryable)]
+/// Inserted rows are open (`valid_to` NULL); loads select these columns only.
+#[derive(Insertable, Queryable, Selectable)]
 #[diesel(table_name = positions)]
 pub struct PositionRow {
     pub version: i64,
@@ -155,4 +157,22 @@ pub struct NewToken<'a> {
     pub hint: &'a str,
     pub created_at: PrimitiveDateTime,
     pub expires_at: Option<PrimitiveDateTime>,
+}
+
+#[derive(Insertable, Queryable)]
+#[diesel(table_name = wallet_registry)]
+pub struct RegistryRow {
+    pub address: String,
+    pub sources: i32,
+    pub first_seen_at: PrimitiveDateTime,
+    pub leaderboard_value: Option<DbDecimal>,
+    pub account_value: Option<DbDecimal>,
+    pub position_value: Option<DbDecimal>,
+    pub last_trade_at: Option<PrimitiveDateTime>,
+    pub traded_notional: DbDecimal,
+    pub dexes: String,
+    pub last_read_at: Option<PrimitiveDateTime>,
+    pub last_sweep_at: Option<PrimitiveDateTime>,
+    pub empty_reads: i32,
+    pub failed_reads: i32,
 }

@@ -58,6 +58,7 @@ diesel::table! {
         win_rate -> Nullable<Dec>,
         strategy -> Nullable<Text>,
         strategy_confidence -> Nullable<Dec>,
+        valid_to -> Nullable<BigInt>,
     }
 }
 
@@ -80,6 +81,7 @@ diesel::table! {
         upnl_pct -> Dec,
         funding_cost -> Dec,
         observed_at -> Timestamp,
+        valid_to -> Nullable<BigInt>,
     }
 }
 
@@ -197,5 +199,25 @@ diesel::table! {
         opened_at -> Timestamp,
         open_time_known -> Integer,
         last_upnl -> Dec,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::Dec;
+    wallet_registry (address) {
+        address -> Text,
+        sources -> Integer,
+        first_seen_at -> Timestamp,
+        leaderboard_value -> Nullable<Dec>,
+        account_value -> Nullable<Dec>,
+        position_value -> Nullable<Dec>,
+        last_trade_at -> Nullable<Timestamp>,
+        traded_notional -> Dec,
+        dexes -> Text,
+        last_read_at -> Nullable<Timestamp>,
+        last_sweep_at -> Nullable<Timestamp>,
+        empty_reads -> Integer,
+        failed_reads -> Integer,
     }
 }

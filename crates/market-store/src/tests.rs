@@ -434,3 +434,163 @@ fn position_split_is_at_the_median_of_the_position_counts() {
         Some("B")
     );
 }
+
+/// A publish changes only some wallets; every version it keeps reads back as
+/// the full state at that version, and pruning removes only rows no kept
+/// version can see.
+#[test]
+fn incremental_publishes_read_back_as_whole_versions() {
+    for (store, _guard) in stores() {
+        let markets = vec![market("BTC", "1.5"), market("ETH", "2.5")];
+        let wallets: Vec<Wallet> = ["0xaa", "0xbb", "0xcc"].iter().map(|a| wallet(a)).collect();
+        let positions = vec![
+            position("0xaa", "BTC"),
+            position("0xbb", "BTC"),
+            position("0xbb", "ETH"),
+            position("0xcc", "ETH"),
+        ];
+        let v1 = store
+            .write_snapshot(
+                &SnapshotWrite {
+                    source: "test",
+                    observed_at: datetime!(2026-11-22 01:00:00 UTC),
+                    markets: &markets,
+                    wallets: &wallets,
+                    positions: &positions,
+                    current_days: &[],
+                },
+                &mut |_, _, _| {},
+            )
+            .unwrap();
+        let publish = |changed: &[Wallet],
+                       changed_positions: &[MarketPosition],
+                       removed: &[String],
+                       total_w,
+                       total_p| {
+            store
+                .publish(
+                    &PublishWrite {
+                        source: "track",
+                        observed_at: datetime!(2026-11-22 01:01:00 UTC),
+                        markets: &markets,
+                        current_days: &[],
+                        wallet_count: total_w,
+                        position_count: total_p,
+                        changed_wallets: changed,
+                        changed_positions,
+                        removed_wallets: removed,
+                        frozen_days: &[],
+                        candles: &[],
+                        wallet_states: &[],
+                        tracked: &[],
+                        registry: &[],
+                    },
+                    &mut |_, _, _| {},
+                )
+                .unwrap()
+        };
+        // v2: 0xbb closes its ETH position and changes value; 0xcc is removed; 0xdd is new.
+        let mut bb = wallet("0xbb");
+        bb.account_total_value = d("2000.00");
+        let dd = wallet("0xdd");
+        let v2 = publish(
+            &[bb.clone(), dd.clone()],
+            &[position("0xbb", "BTC"), position("0xdd", "ETH")],
+            &["0xcc".to_owned()],
+            3,
+            3,
+        );
+        assert_eq!(v2, v1 + 1);
+        let addresses = |v: &LoadedSnapshot| -> Vec<(String, String)> {
+            v.wallets
+                .iter()
+                .map(|w| (w.address.clone(), w.account_total_value.to_string()))
+                .collect()
+        };
+        let keys = |v: &LoadedSnapshot| -> Vec<(String, String)> {
+            v.positions
+                .iter()
+                .map(|p| (p.symbol.clone(), p.address.clone()))
+                .collect()
+        };
+        let latest = store.latest_snapshot().unwrap().unwrap();
+        let at_v2 = store.load_snapshot(&latest).unwrap();
+        assert_eq!(
+            addresses(&at_v2),
+            [
+                ("0xaa", "1000.10"),
+                ("0xbb", "2000.00"),
+                ("0xdd", "1000.10")
+            ]
+            .map(|(a, v)| (a.to_owned(), v.to_owned()))
+        );
+        assert_eq!(
+            keys(&at_v2),
+            [("BTC", "0xaa"), ("BTC", "0xbb"), ("ETH", "0xdd")]
+                .map(|(s, a)| (s.to_owned(), a.to_owned()))
+        );
+        // The previous version is still whole.
+        let at_v1 = store
+            .load_snapshot(&SnapshotMeta {
+                version: v1,
+                ..latest.clone()
+            })
+            .unwrap();
+        assert_eq!(at_v1.wallets, wallets);
+        assert_eq!(keys(&at_v1).len(), 4);
+        // v3 changes nothing but markets: v1 is pruned, v2's rows survive (0xaa was written by v1).
+        let v3 = publish(&[], &[], &[], 3, 3);
+        let at_v3 = store
+            .load_snapshot(&store.latest_snapshot().unwrap().unwrap())
+            .unwrap();
+        assert_eq!(at_v3.meta.version, v3);
+        assert_eq!(addresses(&at_v3), addresses(&at_v2));
+        assert_eq!(keys(&at_v3), keys(&at_v2));
+        assert!(
+            store
+                .load_snapshot(&SnapshotMeta {
+                    version: v1,
+                    ..latest.clone()
+                })
+                .is_err(),
+            "v1 was pruned"
+        );
+        use diesel::prelude::*;
+        let mut conn = store.conn().unwrap();
+        let rows: i64 = crate::schema::positions::table
+            .count()
+            .get_result(&mut *conn)
+            .unwrap();
+        // v2 still needs 0xbb's closed ETH row and 0xcc's; v1-only rows are gone.
+        assert_eq!(
+            rows,
+            3 + 2,
+            "open rows plus the rows closed at v3's predecessor"
+        );
+    }
+}
+
+#[test]
+fn the_registry_round_trips_and_upserts() {
+    for (store, _guard) in stores() {
+        let mut a = RegistryEntry::new(
+            "0xaa".into(),
+            DiscoverySource::Leaderboard,
+            datetime!(2026-11-22 01:00:00 UTC),
+        );
+        a.leaderboard_value = Some(d("1234567.891"));
+        a.dexes = vec!["xyz".into()];
+        let b = RegistryEntry::new(
+            "0xbb".into(),
+            DiscoverySource::Trades,
+            datetime!(2026-11-22 01:00:01 UTC),
+        );
+        store.save_registry(&[a.clone(), b.clone()]).unwrap();
+        a.sources |= DiscoverySource::Trades.bit();
+        a.account_value = Some(d("0.00"));
+        a.empty_reads = 2;
+        store.save_registry(&[a.clone()]).unwrap();
+        assert_eq!(store.registry().unwrap(), vec![a, b]);
+        assert_eq!(store.registry_len().unwrap(), 2);
+    }
+}
