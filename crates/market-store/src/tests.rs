@@ -561,12 +561,8 @@ fn incremental_publishes_read_back_as_whole_versions() {
             .count()
             .get_result(&mut *conn)
             .unwrap();
-        // v2 still needs 0xbb's closed ETH row and 0xcc's; v1-only rows are gone.
-        assert_eq!(
-            rows,
-            3 + 2,
-            "open rows plus the rows closed at v3's predecessor"
-        );
+        // Kept versions (v2, v3) see only the open rows: the rows closed by v2 are gone.
+        assert_eq!(rows, 3, "only rows a kept version can see remain");
     }
 }
 
