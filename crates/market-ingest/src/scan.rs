@@ -2,6 +2,8 @@
 //! atomic data version.
 
 use std::collections::{HashMap, HashSet};
+
+use bigdecimal::Zero;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -195,7 +197,9 @@ impl WalletProgress {
     }
 }
 
-struct Fetcher<'a> {
+/// Rate-limited requests with retries: every request of a scan (or of a
+/// `track` run) goes through one `Fetcher`, so they share one weight budget.
+pub struct Fetcher<'a> {
     source: &'a dyn InfoSource,
     limiter: WeightLimiter,
     cfg: &'a ScanConfig,
@@ -203,8 +207,29 @@ struct Fetcher<'a> {
     weight: AtomicU64,
 }
 
-impl Fetcher<'_> {
-    fn call(&self, body: &Value, weight: u32) -> Result<Value, SourceError> {
+impl<'a> Fetcher<'a> {
+    /// A fetcher with a new (empty) weight budget of `cfg.weight_budget` per `cfg.window`.
+    pub fn new(source: &'a dyn InfoSource, cfg: &'a ScanConfig) -> Self {
+        Fetcher {
+            source,
+            limiter: WeightLimiter::new(cfg.weight_budget, cfg.window, WEIGHT_OTHER),
+            cfg,
+            requests: AtomicU64::new(0),
+            weight: AtomicU64::new(0),
+        }
+    }
+
+    /// Requests sent (attempts, retries included) and the weight they spent.
+    pub fn spent(&self) -> (u64, u64) {
+        (
+            self.requests.load(Ordering::Relaxed),
+            self.weight.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Sends `body` (of request weight `weight`) within the budget, retrying
+    /// 429, 5xx, timeouts and transport errors with backoff.
+    pub fn call(&self, body: &Value, weight: u32) -> Result<Value, SourceError> {
         let mut attempt = 0;
         loop {
             self.limiter.acquire(weight);
@@ -226,7 +251,8 @@ impl Fetcher<'_> {
         }
     }
 
-    fn typed<T: serde::de::DeserializeOwned>(
+    /// [`Fetcher::call`], decoding the answer as `T`.
+    pub fn typed<T: serde::de::DeserializeOwned>(
         &self,
         body: &Value,
         weight: u32,
@@ -236,10 +262,17 @@ impl Fetcher<'_> {
     }
 }
 
-struct Observed {
-    account_value: Decimal,
-    positions: Vec<MarketPosition>,
-    observed_at: OffsetDateTime,
+/// One wallet as read from the source.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    /// Account value summed over the dexes read, USD.
+    pub account_value: Decimal,
+    /// Open positions in quoted assets.
+    pub positions: Vec<MarketPosition>,
+    /// The source's time of the read.
+    pub observed_at: OffsetDateTime,
+    /// The dexes (by name, `""` the main dex) that held equity or a position.
+    pub active_dexes: Vec<String>,
 }
 
 fn ms_to_time(ms: i64) -> OffsetDateTime {
@@ -251,7 +284,8 @@ fn epoch_ms(t: OffsetDateTime) -> i64 {
     (t.unix_timestamp_nanos() / 1_000_000) as i64
 }
 
-fn wallet_input_from(w: &Wallet) -> WalletInput {
+/// The engine input that reproduces a served wallet.
+pub fn wallet_input_from(w: &Wallet) -> WalletInput {
     let analytics = match (
         &w.net_pnl,
         &w.roi,
@@ -280,6 +314,46 @@ fn wallet_input_from(w: &Wallet) -> WalletInput {
     }
 }
 
+/// Why new candles of an asset could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum CandleError {
+    /// The source failed (after retries).
+    #[error("{0}")]
+    Source(SourceError),
+    /// The database failed.
+    #[error("database: {0}")]
+    Store(#[from] market_store::StoreError),
+}
+
+/// Fetches the 1h candles of `symbol` that are new since the newest stored
+/// one (the first fetch backfills what the source keeps). `None` when the
+/// stored candles already reach the current hour or the source has none.
+pub fn fetch_new_candles(
+    fetcher: &Fetcher<'_>,
+    store: &Store,
+    symbol: &str,
+    now: OffsetDateTime,
+) -> Result<Option<Vec<Candle>>, CandleError> {
+    let current_hour = period_start(Interval::H1, epoch_ms(now));
+    let last = store.latest_candle_time(symbol, Interval::H1)?;
+    if last.is_some_and(|t| t >= current_hour) {
+        return Ok(None); // up to date: the in-progress hour is refreshed when the next begins
+    }
+    let start = last.unwrap_or(current_hour - SOURCE_CANDLE_HISTORY * HOUR_MS);
+    let body = json!({"type": "candleSnapshot", "req": {"coin": symbol, "interval": "1h", "startTime": start, "endTime": epoch_ms(now)}});
+    let list = fetcher
+        .typed::<Vec<SourceCandle>>(&body, WEIGHT_OTHER)
+        .map_err(CandleError::Source)?;
+    let mut candles: Vec<Candle> = list
+        .into_iter()
+        .filter(|c| c.i == "1h" && c.t % HOUR_MS == 0 && c.t >= start)
+        .map(|c| Candle::at(c.t, c.o, c.h, c.l, c.c, c.v, c.n))
+        .collect();
+    candles.sort_by_key(|c| c.time);
+    candles.dedup_by_key(|c| c.time);
+    Ok((!candles.is_empty()).then_some(candles))
+}
+
 /// Runs one scan and writes it as a new data version. Nothing is written
 /// when the market context or every wallet fails.
 pub fn run_scan(
@@ -293,13 +367,7 @@ pub fn run_scan(
     let now = OffsetDateTime::now_utc()
         .replace_millisecond(0)
         .unwrap_or_else(|_| OffsetDateTime::now_utc());
-    let fetcher = Fetcher {
-        source,
-        limiter: WeightLimiter::new(cfg.weight_budget, cfg.window, WEIGHT_OTHER),
-        cfg,
-        requests: AtomicU64::new(0),
-        weight: AtomicU64::new(0),
-    };
+    let fetcher = Fetcher::new(source, cfg);
 
     // 1. Market context of the main dex and every HIP-3 dex.
     let dexs: Vec<Option<PerpDex>> = fetcher
@@ -347,7 +415,7 @@ pub fn run_scan(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(entry) = wallets.get(i) else { return };
-                let result = observe_wallet(&fetcher, entry, &dex_names, &marks, now);
+                let result = observe_wallet(&fetcher, &entry.address, &dex_names, &marks, now);
                 if let Err(e) = &result {
                     failed.fetch_add(1, Ordering::Relaxed);
                     log::warn!("wallet {} failed after retries: {e}", entry.address);
@@ -376,30 +444,14 @@ pub fn run_scan(
     }
 
     // 3. New 1h candles of every asset (the first scan backfills what the source keeps).
-    let current_hour = period_start(Interval::H1, epoch_ms(now));
     let mut candle_sets: Vec<(String, Vec<Candle>)> = Vec::new();
     let mut candle_failures = 0;
     for q in &quotes {
-        let last = store.latest_candle_time(&q.symbol, Interval::H1)?;
-        if last.is_some_and(|t| t >= current_hour) {
-            continue; // up to date: the in-progress hour is refreshed when the next begins
-        }
-        let start = last.unwrap_or(current_hour - SOURCE_CANDLE_HISTORY * HOUR_MS);
-        let body = json!({"type": "candleSnapshot", "req": {"coin": q.symbol, "interval": "1h", "startTime": start, "endTime": epoch_ms(now)}});
-        match fetcher.typed::<Vec<SourceCandle>>(&body, WEIGHT_OTHER) {
-            Ok(list) => {
-                let mut candles: Vec<Candle> = list
-                    .into_iter()
-                    .filter(|c| c.i == "1h" && c.t % HOUR_MS == 0 && c.t >= start)
-                    .map(|c| Candle::at(c.t, c.o, c.h, c.l, c.c, c.v, c.n))
-                    .collect();
-                candles.sort_by_key(|c| c.time);
-                candles.dedup_by_key(|c| c.time);
-                if !candles.is_empty() {
-                    candle_sets.push((q.symbol.clone(), candles));
-                }
-            }
-            Err(e) => {
+        match fetch_new_candles(&fetcher, store, &q.symbol, now) {
+            Ok(Some(candles)) => candle_sets.push((q.symbol.clone(), candles)),
+            Ok(None) => {}
+            Err(CandleError::Store(e)) => return Err(e.into()),
+            Err(CandleError::Source(e)) => {
                 candle_failures += 1;
                 log::warn!("candles of {} failed: {e}", q.symbol);
             }
@@ -562,7 +614,7 @@ pub fn run_scan(
 /// Follows a wallet's positions from the previous scan to this one: closes
 /// the ones that are gone (or flipped side), opens the new ones, and derives
 /// the analytics (see `market_engine::analytics`).
-fn follow_positions(
+pub fn follow_positions(
     address: &str,
     previous: Option<&WalletScanState>,
     tracked: Option<&Vec<TrackedPosition>>,
@@ -630,9 +682,11 @@ fn follow_positions(
     (state, follow, analytics)
 }
 
-fn observe_wallet(
+/// Reads `address` on each dex of `dexs`, one after another; fails when
+/// any of them fails. Positions in assets without a mark in `marks` are skipped.
+pub fn observe_wallet(
     fetcher: &Fetcher<'_>,
-    entry: &WalletEntry,
+    address: &str,
     dexs: &[String],
     marks: &HashMap<String, Decimal>,
     scan_time: OffsetDateTime,
@@ -641,19 +695,22 @@ fn observe_wallet(
     let mut positions: Vec<MarketPosition> = Vec::new();
     let mut seen = HashSet::new();
     let mut latest_ms: Option<i64> = None;
+    let mut active_dexes = Vec::new();
     for dex in dexs {
-        let body = json!({"type": "clearinghouseState", "user": entry.address, "dex": dex});
+        let body = json!({"type": "clearinghouseState", "user": address, "dex": dex});
         let state: ClearinghouseState = fetcher
             .typed(&body, WEIGHT_CLEARINGHOUSE)
             .map_err(|e| format!("dex {dex:?}: {e}"))?;
+        if !state.margin_summary.account_value.0.is_zero() || !state.asset_positions.is_empty() {
+            active_dexes.push(dex.clone());
+        }
         account_value += &state.margin_summary.account_value.0;
         latest_ms = latest_ms.max(state.time);
         let observed_at = state.time.map_or(scan_time, ms_to_time);
         for ap in &state.asset_positions {
             let Some(mark) = marks.get(&ap.position.coin) else {
                 log::debug!(
-                    "{}: position in unknown or delisted asset {}",
-                    entry.address,
+                    "{address}: position in unknown or delisted asset {}",
                     ap.position.coin
                 );
                 continue;
@@ -661,12 +718,7 @@ fn observe_wallet(
             if !seen.insert(ap.position.coin.clone()) {
                 continue;
             }
-            positions.extend(mapping::position(
-                &ap.position,
-                &entry.address,
-                mark,
-                observed_at,
-            ));
+            positions.extend(mapping::position(&ap.position, address, mark, observed_at));
         }
     }
     let observed_at = latest_ms.map_or(scan_time, ms_to_time);
@@ -677,6 +729,7 @@ fn observe_wallet(
         account_value: Decimal(account_value),
         positions,
         observed_at,
+        active_dexes,
     })
 }
 

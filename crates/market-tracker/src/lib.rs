@@ -1,0 +1,10 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+
+pub mod discovery;
+pub mod schedule;
+pub mod tracker;
+pub mod ws;
+
+pub use schedule::{Discovery, Intervals, Schedule, Tier};
+pub use tracker::{Stats, TrackConfig, TrackError, Tracker};

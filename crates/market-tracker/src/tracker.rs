@@ -1,0 +1,755 @@
+//! `track`: discovery threads, readers that spend the weight budget by
+//! priority, and a publish every `publish_every`.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use bigdecimal::{BigDecimal, Zero};
+use market_engine::{materialize, Quote, ScanInput, WalletInput};
+use market_ingest::client::InfoSource;
+use market_ingest::scan::{
+    fetch_new_candles, follow_positions, observe_wallet, wallet_input_from, CandleError, Fetcher,
+    WEIGHT_OTHER,
+};
+use market_ingest::source::{AssetCtx, AssetMeta, MetaAndAssetCtxs, PerpDex};
+use market_ingest::{mapping, ScanConfig, WalletEntry};
+use market_model::{Candle, Coverage, Decimal, Interval, LiquidityDay, MarketPosition, NETWORK_ID};
+use market_store::{
+    CandleBatch, PublishWrite, Store, StoreError, TrackedPosition, WalletScanState,
+};
+use serde_json::json;
+use time::OffsetDateTime;
+
+use crate::discovery::{fetch_leaderboard, NodeTradesFollower};
+use crate::schedule::{Discovery, Intervals, ReadJob, Schedule};
+use crate::ws::{self, WsConfig, WsShared};
+
+/// Settings of `track`.
+#[derive(Clone, Debug)]
+pub struct TrackConfig {
+    /// The info endpoint (`https://api.hyperliquid.xyz/info`).
+    pub info_url: String,
+    /// The WebSocket (`wss://api.hyperliquid.xyz/ws`); `None` turns it off
+    /// (no trades discovery; market context from `metaAndAssetCtxs`).
+    pub ws_url: Option<String>,
+    /// Follow the trades of every coin on the WebSocket.
+    pub ws_trades: bool,
+    /// The leaderboard document; `None` turns it off.
+    pub leaderboard_url: Option<String>,
+    /// How often the leaderboard is fetched.
+    pub leaderboard_every: Duration,
+    /// An operator's node's `node_trades` directory, followed when given.
+    pub node_trades_dir: Option<PathBuf>,
+    /// The operator's wallet list (always tracked; labels and tags authoritative).
+    pub wallets: Vec<WalletEntry>,
+    /// How often a data version is published.
+    pub publish_every: Duration,
+    /// Requests, budget, retries (shared with `scan`).
+    pub scan: ScanConfig,
+    /// Refresh intervals.
+    pub intervals: Intervals,
+    /// Fetch hourly candles of every market.
+    pub candles: bool,
+    /// How often the dexes and their universes are re-read.
+    pub meta_every: Duration,
+}
+
+/// Counters of a running tracker (each only grows).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Wallet reads that succeeded.
+    pub reads_ok: AtomicU64,
+    /// Wallet reads that failed after retries.
+    pub reads_failed: AtomicU64,
+    /// Wallets discovered.
+    pub discovered: AtomicU64,
+    /// Leaderboard fetches applied.
+    pub leaderboards: AtomicU64,
+    /// Leaderboard fetches that failed or were not whole.
+    pub leaderboard_failures: AtomicU64,
+    /// Publishes written.
+    pub publishes: AtomicU64,
+    /// Publishes that wrote nothing (market context or database failed).
+    pub publish_failures: AtomicU64,
+    /// Market contexts taken from `metaAndAssetCtxs` because the WebSocket's were missing or stale.
+    pub ctx_fallbacks: AtomicU64,
+    /// Registry saves that failed (retried).
+    pub registry_failures: AtomicU64,
+}
+
+/// The dexes and their universes, refreshed every `meta_every`.
+#[derive(Clone, Debug, Default)]
+struct MarketMeta {
+    dexes: Vec<String>,
+    universes: HashMap<String, Vec<AssetMeta>>,
+    http_ctxs: HashMap<String, Vec<AssetCtx>>,
+}
+
+/// What is known of one wallet's holdings, for the next publish.
+#[derive(Clone, Debug)]
+struct LiveWallet {
+    input: WalletInput,
+    positions: Vec<MarketPosition>,
+}
+
+#[derive(Debug, Default)]
+struct Live {
+    wallets: HashMap<String, LiveWallet>,
+    states: HashMap<String, WalletScanState>,
+    tracked: HashMap<String, Vec<TrackedPosition>>,
+    /// Wallets changed since the last publish.
+    dirty: HashSet<String>,
+}
+
+/// A running tracker.
+pub struct Tracker {
+    cfg: TrackConfig,
+    store: Store,
+    source: Box<dyn InfoSource + Send>,
+    schedule: Mutex<Schedule>,
+    live: Mutex<Live>,
+    meta: RwLock<MarketMeta>,
+    marks: RwLock<Arc<HashMap<String, Decimal>>>,
+    candles: Mutex<Vec<(String, Vec<Candle>)>>,
+    ws: Arc<WsShared>,
+    /// Counters.
+    pub stats: Stats,
+    stop: Arc<AtomicBool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn now_s() -> OffsetDateTime {
+    let now = OffsetDateTime::now_utc();
+    now.replace_millisecond(0).unwrap_or(now)
+}
+
+/// Why `track` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TrackError {
+    /// The database failed.
+    #[error("database: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl Tracker {
+    /// Restores the registry and the last published state from `store`.
+    pub fn new(
+        cfg: TrackConfig,
+        store: Store,
+        source: Box<dyn InfoSource + Send>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Self, TrackError> {
+        let now = now_s();
+        let entries = store.registry()?;
+        log::info!("registry: {} wallets", entries.len());
+        let mut schedule = Schedule::new(cfg.intervals.clone(), entries, now);
+        for w in &cfg.wallets {
+            schedule.add_listed(&w.address, w.label.clone(), w.tags.clone(), now);
+        }
+        let mut live = Live::default();
+        if let Some(meta) = store.latest_snapshot()? {
+            let loaded = store.load_snapshot(&meta)?;
+            if meta.source == "track" || meta.source == "scan" {
+                let mut positions: HashMap<String, Vec<MarketPosition>> = HashMap::new();
+                for p in loaded.positions {
+                    positions.entry(p.address.clone()).or_default().push(p);
+                }
+                for w in &loaded.wallets {
+                    live.wallets.insert(
+                        w.address.clone(),
+                        LiveWallet {
+                            input: wallet_input_from(w),
+                            positions: positions.remove(&w.address).unwrap_or_default(),
+                        },
+                    );
+                }
+                live.states = store.wallet_scan_states()?;
+                live.tracked = store.tracked_positions()?;
+            } else {
+                log::warn!(
+                    "the served data version {} came from {:?}: its {} wallets are replaced by the first publish",
+                    meta.version,
+                    meta.source,
+                    loaded.wallets.len()
+                );
+            }
+        }
+        Ok(Tracker {
+            cfg,
+            store,
+            source,
+            schedule: Mutex::new(schedule),
+            live: Mutex::new(live),
+            meta: RwLock::new(MarketMeta::default()),
+            marks: RwLock::new(Arc::new(HashMap::new())),
+            candles: Mutex::new(Vec::new()),
+            ws: Arc::new(WsShared::default()),
+            stats: Stats::default(),
+            stop,
+        })
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Sleeps up to `d`, waking early when stopped.
+    fn nap(&self, d: Duration) {
+        let until = Instant::now() + d;
+        while !self.stopped() && Instant::now() < until {
+            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(100)));
+        }
+    }
+
+    /// Runs until stopped.
+    pub fn run(&self) {
+        let scan_cfg = self.cfg.scan.clone();
+        let fetcher = Fetcher::new(self.source.as_ref(), &scan_cfg);
+        let (tx, rx) = channel::<Discovery>();
+        std::thread::scope(|s| {
+            // Market meta first: readers need the dex list and marks.
+            while !self.stopped() {
+                match self.refresh_meta(&fetcher) {
+                    Ok(()) => break,
+                    Err(e) => {
+                        log::warn!("market context unavailable, retrying in 10 s: {e}");
+                        self.nap(Duration::from_secs(10));
+                    }
+                }
+            }
+            if let Some(url) = self.cfg.ws_url.clone() {
+                let (shared, tx, stop) = (self.ws.clone(), tx.clone(), self.stop.clone());
+                let cfg = WsConfig {
+                    url,
+                    trades: self.cfg.ws_trades,
+                    ctxs: true,
+                };
+                std::thread::Builder::new()
+                    .name("websocket".into())
+                    .spawn_scoped(s, move || ws::run(cfg, shared, tx, stop))
+                    .expect("spawn the websocket thread");
+            }
+            if let Some(url) = self.cfg.leaderboard_url.clone() {
+                let tx = tx.clone();
+                s.spawn(move || self.leaderboard_loop(&url, tx));
+            }
+            if let Some(dir) = self.cfg.node_trades_dir.clone() {
+                let tx = tx.clone();
+                s.spawn(move || {
+                    let mut follower = NodeTradesFollower::new(&dir);
+                    while !self.stopped() {
+                        for d in follower.poll(OffsetDateTime::now_utc()) {
+                            let _ = tx.send(d);
+                        }
+                        self.nap(Duration::from_millis(500));
+                    }
+                });
+            }
+            drop(tx);
+            for _ in 0..self.cfg.scan.concurrency.max(1) {
+                s.spawn(|| self.reader(&fetcher));
+            }
+            if self.cfg.candles {
+                s.spawn(|| self.candle_loop(&fetcher));
+            }
+            self.main_loop(&fetcher, rx);
+        });
+    }
+
+    fn leaderboard_loop(&self, url: &str, tx: Sender<Discovery>) {
+        while !self.stopped() {
+            match fetch_leaderboard(url, Duration::from_secs(120)) {
+                Ok(lb) => {
+                    self.stats.leaderboards.fetch_add(1, Ordering::Relaxed);
+                    log::info!(
+                        "leaderboard: {} wallets ({} rows skipped)",
+                        lb.rows.len(),
+                        lb.skipped
+                    );
+                    for d in lb.rows {
+                        let _ = tx.send(d);
+                    }
+                }
+                Err(e) => {
+                    self.stats
+                        .leaderboard_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    log::warn!("leaderboard not applied: {e}");
+                }
+            }
+            self.nap(self.cfg.leaderboard_every);
+        }
+    }
+
+    /// Reads `perpDexs` and every dex's `metaAndAssetCtxs`.
+    fn refresh_meta(&self, fetcher: &Fetcher<'_>) -> Result<(), String> {
+        let dexs: Vec<Option<PerpDex>> = fetcher
+            .typed(&json!({"type": "perpDexs"}), WEIGHT_OTHER)
+            .map_err(|e| format!("perpDexs: {e}"))?;
+        let dexes: Vec<String> = std::iter::once(String::new())
+            .chain(dexs.into_iter().flatten().map(|d| d.name))
+            .collect();
+        let mut meta = MarketMeta {
+            dexes: dexes.clone(),
+            ..MarketMeta::default()
+        };
+        for dex in &dexes {
+            let (m, ctxs) = self.meta_and_ctxs(fetcher, dex)?;
+            meta.universes.insert(dex.clone(), m);
+            meta.http_ctxs.insert(dex.clone(), ctxs);
+        }
+        let coins: Vec<String> = dexes
+            .iter()
+            .flat_map(|d| meta.universes[d].iter())
+            .filter(|a| a.is_delisted != Some(true))
+            .map(|a| a.name.clone())
+            .collect();
+        *lock(&self.ws.coins) = coins;
+        *self.meta.write().unwrap_or_else(|p| p.into_inner()) = meta;
+        Ok(())
+    }
+
+    fn meta_and_ctxs(
+        &self,
+        fetcher: &Fetcher<'_>,
+        dex: &str,
+    ) -> Result<(Vec<AssetMeta>, Vec<AssetCtx>), String> {
+        let (meta, ctxs): MetaAndAssetCtxs = fetcher
+            .typed(
+                &json!({"type": "metaAndAssetCtxs", "dex": dex}),
+                WEIGHT_OTHER,
+            )
+            .map_err(|e| format!("metaAndAssetCtxs of dex {dex:?}: {e}"))?;
+        if meta.universe.len() != ctxs.len() {
+            return Err(format!(
+                "dex {dex:?}: {} assets but {} contexts",
+                meta.universe.len(),
+                ctxs.len()
+            ));
+        }
+        Ok((meta.universe, ctxs))
+    }
+
+    /// Quotes of every dex: the WebSocket's contexts when fresh and aligned
+    /// with the universe, else `metaAndAssetCtxs` for that dex.
+    fn quotes(&self, fetcher: &Fetcher<'_>) -> Result<Vec<Quote>, String> {
+        let fresh_for = self.cfg.publish_every.max(Duration::from_secs(30));
+        let pushed = lock(&self.ws.ctxs)
+            .clone()
+            .filter(|c| c.at.elapsed() <= fresh_for);
+        let mut meta = self.meta.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut quotes = Vec::new();
+        for dex in meta.dexes.clone() {
+            let universe = &meta.universes[&dex];
+            let from_ws = pushed
+                .as_ref()
+                .and_then(|p| p.ctxs.iter().find(|(d, _)| *d == dex))
+                .map(|(_, c)| c)
+                .filter(|c| c.len() == universe.len());
+            let ctxs = match from_ws {
+                Some(c) => c.clone(),
+                None => {
+                    self.stats.ctx_fallbacks.fetch_add(1, Ordering::Relaxed);
+                    let (m, c) = self.meta_and_ctxs(fetcher, &dex)?;
+                    meta.universes.insert(dex.clone(), m);
+                    c
+                }
+            };
+            for (asset, ctx) in meta.universes[&dex].iter().zip(&ctxs) {
+                if asset.is_delisted != Some(true) {
+                    quotes.push(mapping::quote(asset, ctx));
+                }
+            }
+        }
+        *self.meta.write().unwrap_or_else(|p| p.into_inner()) = meta;
+        Ok(quotes)
+    }
+
+    fn reader(&self, fetcher: &Fetcher<'_>) {
+        while !self.stopped() {
+            let dexes = self
+                .meta
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .dexes
+                .clone();
+            let job = lock(&self.schedule).next_due(now_s(), &dexes);
+            let Some(job) = job else {
+                self.nap(Duration::from_millis(200));
+                continue;
+            };
+            self.read(fetcher, &job);
+        }
+    }
+
+    fn read(&self, fetcher: &Fetcher<'_>, job: &ReadJob) {
+        let marks = self.marks.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let now = now_s();
+        match observe_wallet(fetcher, &job.address, &job.dexes, &marks, now) {
+            Ok(obs) => {
+                self.stats.reads_ok.fetch_add(1, Ordering::Relaxed);
+                let position_value: BigDecimal =
+                    obs.positions.iter().map(|p| &p.position_value.0).sum();
+                let (label, tags) = {
+                    let mut schedule = lock(&self.schedule);
+                    schedule.read_ok(
+                        job,
+                        &obs.account_value,
+                        &Decimal(position_value),
+                        obs.positions.len(),
+                        &obs.active_dexes,
+                        now,
+                    );
+                    schedule
+                        .get(&job.address)
+                        .map(|t| (t.label.clone(), t.tags.clone()))
+                        .unwrap_or_default()
+                };
+                let mut live = lock(&self.live);
+                let live = &mut *live;
+                let (state, follow, analytics) = follow_positions(
+                    &job.address,
+                    live.states.get(&job.address),
+                    live.tracked.get(&job.address),
+                    &obs,
+                );
+                live.states.insert(job.address.clone(), state);
+                live.tracked.insert(job.address.clone(), follow);
+                let previous = live.wallets.remove(&job.address);
+                let input = WalletInput {
+                    address: job.address.clone(),
+                    label,
+                    tags,
+                    kols: previous
+                        .as_ref()
+                        .map(|p| p.input.kols.clone())
+                        .unwrap_or_default(),
+                    kol_profile: previous.and_then(|p| p.input.kol_profile),
+                    account_value: obs.account_value,
+                    observed_at: obs.observed_at,
+                    analytics,
+                };
+                live.wallets.insert(
+                    job.address.clone(),
+                    LiveWallet {
+                        input,
+                        positions: obs.positions,
+                    },
+                );
+                live.dirty.insert(job.address.clone());
+            }
+            Err(e) => {
+                self.stats.reads_failed.fetch_add(1, Ordering::Relaxed);
+                log::warn!("wallet {} failed after retries: {e}", job.address);
+                lock(&self.schedule).read_failed(job, now);
+            }
+        }
+    }
+
+    /// Hourly candles of every market, one request every 10 s at most so
+    /// they never take more than 120 weight a minute from the wallets.
+    fn candle_loop(&self, fetcher: &Fetcher<'_>) {
+        let mut fetched: HashMap<String, i64> = HashMap::new();
+        while !self.stopped() {
+            let symbols: Vec<String> = self
+                .marks
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .keys()
+                .cloned()
+                .collect();
+            let now = now_s();
+            let hour = now.unix_timestamp() / 3600;
+            let mut did = false;
+            for symbol in symbols {
+                if self.stopped() {
+                    return;
+                }
+                if fetched.get(&symbol) == Some(&hour) {
+                    continue;
+                }
+                fetched.insert(symbol.clone(), hour);
+                match fetch_new_candles(fetcher, &self.store, &symbol, now) {
+                    Ok(Some(c)) => lock(&self.candles).push((symbol, c)),
+                    Ok(None) => continue,
+                    Err(CandleError::Store(e)) => log::warn!("candles of {symbol}: {e}"),
+                    Err(CandleError::Source(e)) => {
+                        log::warn!("candles of {symbol} failed: {e}");
+                        fetched.remove(&symbol);
+                    }
+                }
+                did = true;
+                self.nap(Duration::from_secs(10));
+            }
+            if !did {
+                self.nap(Duration::from_secs(10));
+            }
+        }
+    }
+
+    fn main_loop(&self, fetcher: &Fetcher<'_>, rx: Receiver<Discovery>) {
+        let mut next_publish = Instant::now();
+        let mut next_meta = Instant::now() + self.cfg.meta_every;
+        let mut next_save = Instant::now();
+        let mut publisher = Publisher::default();
+        // Marks from the first context, so the first reads can value positions.
+        if let Ok(q) = self.quotes(fetcher) {
+            self.set_marks(&q);
+        }
+        while !self.stopped() {
+            let now = now_s();
+            {
+                let mut schedule = lock(&self.schedule);
+                for d in rx.try_iter() {
+                    if schedule.discover(d, now) {
+                        self.stats.discovered.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            if Instant::now() >= next_save {
+                next_save = Instant::now() + Duration::from_secs(1);
+                self.save_registry();
+            }
+            if Instant::now() >= next_meta {
+                next_meta = Instant::now() + self.cfg.meta_every;
+                if let Err(e) = self.refresh_meta(fetcher) {
+                    log::warn!("dexes not refreshed: {e}");
+                }
+            }
+            if Instant::now() >= next_publish {
+                next_publish = Instant::now() + self.cfg.publish_every;
+                self.publish(fetcher, &mut publisher);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.save_registry();
+    }
+
+    fn save_registry(&self) {
+        let unsaved = lock(&self.schedule).take_unsaved();
+        if let Err(e) = self.store.save_registry(&unsaved) {
+            self.stats.registry_failures.fetch_add(1, Ordering::Relaxed);
+            log::warn!("registry not saved (retried): {e}");
+            lock(&self.schedule).mark_unsaved(&unsaved);
+        }
+    }
+
+    fn set_marks(&self, quotes: &[Quote]) {
+        let marks: HashMap<String, Decimal> = quotes
+            .iter()
+            .map(|q| (q.symbol.clone(), q.price.clone()))
+            .collect();
+        *self.marks.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(marks);
+    }
+
+    fn publish(&self, fetcher: &Fetcher<'_>, p: &mut Publisher) {
+        let started = Instant::now();
+        let now = now_s();
+        let quotes = match self.quotes(fetcher) {
+            Ok(q) => q,
+            Err(e) => {
+                self.stats.publish_failures.fetch_add(1, Ordering::Relaxed);
+                log::error!("publish skipped (the served data is unchanged): market context: {e}");
+                return;
+            }
+        };
+        self.set_marks(&quotes);
+        match self.write_publish(quotes, now, p) {
+            Ok((version, changed, removed, wallets, positions)) => {
+                self.stats.publishes.fetch_add(1, Ordering::Relaxed);
+                let (requests, weight) = fetcher.spent();
+                let ws = &self.ws;
+                log::info!(
+                    "published data version {version}: {wallets} wallets ({changed} changed, {removed} removed), {positions} positions; registry {}, reads {} ok {} failed; websocket {} trades, {} bad messages, {} reconnects; {requests} requests, weight {weight}; {} ms",
+                    lock(&self.schedule).len(),
+                    self.stats.reads_ok.load(Ordering::Relaxed),
+                    self.stats.reads_failed.load(Ordering::Relaxed),
+                    ws.trades.load(Ordering::Relaxed),
+                    ws.bad_messages.load(Ordering::Relaxed),
+                    ws.disconnects.load(Ordering::Relaxed),
+                    started.elapsed().as_millis()
+                );
+            }
+            Err(e) => {
+                self.stats.publish_failures.fetch_add(1, Ordering::Relaxed);
+                log::error!("publish not applied (the served data is unchanged): {e}");
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn write_publish(
+        &self,
+        quotes: Vec<Quote>,
+        now: OffsetDateTime,
+        p: &mut Publisher,
+    ) -> Result<(i64, usize, usize, usize, usize), String> {
+        let symbols: HashSet<String> = quotes.iter().map(|q| q.symbol.clone()).collect();
+        let (inputs, positions, dirty, states, tracked) = {
+            let mut live = lock(&self.live);
+            if !p.started {
+                p.started = true;
+                if let Ok(Some(meta)) = self.store.latest_snapshot() {
+                    if let Ok(loaded) = self.store.load_snapshot(&meta) {
+                        p.published = loaded.wallets.iter().map(|w| w.address.clone()).collect();
+                        p.symbols = loaded.markets.iter().map(|m| m.symbol.clone()).collect();
+                        p.days = loaded.current_days;
+                        p.observed_at = Some(meta.observed_at);
+                    }
+                }
+            }
+            // Wallets holding an asset that is gone must be rewritten without it.
+            let vanished: HashSet<&String> = p.symbols.difference(&symbols).collect();
+            if !vanished.is_empty() {
+                let hit: Vec<String> = live
+                    .wallets
+                    .values()
+                    .filter(|w| w.positions.iter().any(|x| vanished.contains(&x.symbol)))
+                    .map(|w| w.input.address.clone())
+                    .collect();
+                live.dirty.extend(hit);
+            }
+            let mut inputs = Vec::new();
+            let mut positions = Vec::new();
+            for w in live.wallets.values() {
+                let held: Vec<&MarketPosition> = w
+                    .positions
+                    .iter()
+                    .filter(|x| symbols.contains(&x.symbol))
+                    .collect();
+                // Empty wallets stay in the registry but are not served.
+                if held.is_empty() && w.input.account_value.0 <= BigDecimal::zero() {
+                    continue;
+                }
+                inputs.push(w.input.clone());
+                positions.extend(held.into_iter().cloned());
+            }
+            let dirty = std::mem::take(&mut live.dirty);
+            let states: Vec<WalletScanState> = dirty
+                .iter()
+                .filter_map(|a| live.states.get(a).cloned())
+                .collect();
+            let tracked: Vec<TrackedPosition> = dirty
+                .iter()
+                .flat_map(|a| live.tracked.get(a).into_iter().flatten().cloned())
+                .collect();
+            (inputs, positions, dirty, states, tracked)
+        };
+        let restore = |dirty: HashSet<String>| lock(&self.live).dirty.extend(dirty);
+        let materialized = match materialize(
+            NETWORK_ID,
+            ScanInput {
+                observed_at: now,
+                quotes,
+                wallets: inputs,
+                positions,
+            },
+        ) {
+            Ok(m) => m,
+            Err(e) => {
+                restore(dirty);
+                return Err(format!("aggregation failed: {e}"));
+            }
+        };
+        let served: HashSet<String> = materialized
+            .wallets
+            .iter()
+            .map(|w| w.address.clone())
+            .collect();
+        let changed_wallets: Vec<_> = materialized
+            .wallets
+            .iter()
+            .filter(|w| dirty.contains(&w.address) || !p.published.contains(&w.address))
+            .cloned()
+            .collect();
+        let changed: HashSet<&str> = changed_wallets.iter().map(|w| w.address.as_str()).collect();
+        let changed_positions: Vec<_> = materialized
+            .positions
+            .iter()
+            .filter(|x| changed.contains(x.address.as_str()))
+            .cloned()
+            .collect();
+        let removed: Vec<String> = p.published.difference(&served).cloned().collect();
+        // The first publish of a new UTC day freezes the previous day's levels.
+        let frozen: Vec<LiquidityDay> = match p.observed_at {
+            Some(t) if t.date() < now.date() => p
+                .days
+                .iter()
+                .cloned()
+                .map(|mut d| {
+                    d.coverage = Coverage::EndOfDay;
+                    d
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let candle_sets = std::mem::take(&mut *lock(&self.candles));
+        let batches: Vec<CandleBatch<'_>> = candle_sets
+            .iter()
+            .map(|(s, c)| CandleBatch {
+                symbol: s,
+                interval: Interval::H1,
+                candles: c,
+            })
+            .collect();
+        let registry = lock(&self.schedule).take_unsaved();
+        let result = self.store.publish(
+            &PublishWrite {
+                source: "track",
+                observed_at: now,
+                markets: &materialized.markets,
+                current_days: &materialized.current_days,
+                wallet_count: materialized.wallets.len(),
+                position_count: materialized.positions.len(),
+                changed_wallets: &changed_wallets,
+                changed_positions: &changed_positions,
+                removed_wallets: &removed,
+                frozen_days: &frozen,
+                candles: &batches,
+                wallet_states: &states,
+                tracked: &tracked,
+                registry: &registry,
+            },
+            &mut |_, _, _| {},
+        );
+        match result {
+            Ok(version) => {
+                p.published = served;
+                p.symbols = symbols;
+                p.observed_at = Some(now);
+                let counts = (
+                    version,
+                    changed_wallets.len(),
+                    removed.len(),
+                    materialized.wallets.len(),
+                    materialized.positions.len(),
+                );
+                p.days = materialized.current_days;
+                Ok(counts)
+            }
+            Err(e) => {
+                restore(dirty);
+                lock(&self.schedule).mark_unsaved(&registry);
+                lock(&self.candles).extend(candle_sets);
+                Err(format!("database: {e}"))
+            }
+        }
+    }
+}
+
+/// What the last publish wrote, to compute the next one's changes.
+#[derive(Debug, Default)]
+struct Publisher {
+    started: bool,
+    published: HashSet<String>,
+    symbols: HashSet<String>,
+    days: Vec<LiquidityDay>,
+    observed_at: Option<OffsetDateTime>,
+}
