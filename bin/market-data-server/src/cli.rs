@@ -63,20 +63,17 @@ pub struct ScanTuning {
     /// Retries of a request after 429, 5xx, timeouts or transport errors (with doubling backoff from 0.5 s).
     #[arg(long, default_value_t = 4)]
     pub retries: u32,
-    /// Consecutive failed scans after which a wallet's last observation is no longer served.
-    #[arg(long, default_value_t = 3)]
-    pub stale_after: u32,
 }
 
 impl ScanTuning {
-    fn config(&self) -> market_ingest::ScanConfig {
+    fn config(&self, stale_after: u32) -> market_ingest::ScanConfig {
         market_ingest::ScanConfig {
             weight_budget: self.weight_per_minute,
             window: std::time::Duration::from_secs(60),
             concurrency: self.concurrency as usize,
             retries: self.retries,
             backoff: std::time::Duration::from_millis(500),
-            stale_after: self.stale_after,
+            stale_after,
             source_name: "scan",
         }
     }
@@ -161,6 +158,56 @@ pub enum Command {
         /// Scan repeatedly, starting a scan every SECONDS.
         #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
         every: Option<u64>,
+        /// Consecutive failed scans after which a wallet's last observation is no longer served.
+        #[arg(long, default_value_t = 3)]
+        stale_after: u32,
+        /// Rate limit and retries.
+        #[command(flatten)]
+        tuning: ScanTuning,
+        /// Database selection.
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Track the exchange live: discover wallets (leaderboard, trades stream,
+    /// node trades, wallet list), refresh the biggest first within the weight
+    /// budget, and publish a data version every --publish-every seconds.
+    Track {
+        /// The info endpoint (an operator's node: its --serve-info address).
+        #[arg(long, default_value = "https://api.hyperliquid.xyz/info")]
+        info_url: String,
+        /// The WebSocket: trades of every coin and allDexsAssetCtxs.
+        #[arg(long, default_value = "wss://api.hyperliquid.xyz/ws")]
+        ws_url: String,
+        /// Do not use the WebSocket (market context then comes from metaAndAssetCtxs, and trades discover nothing).
+        #[arg(long)]
+        no_ws: bool,
+        /// Do not discover wallets from the trades stream (the WebSocket still gives market context).
+        #[arg(long)]
+        no_trades: bool,
+        /// The leaderboard document.
+        #[arg(
+            long,
+            default_value = "https://stats-data.hyperliquid.xyz/Mainnet/leaderboard"
+        )]
+        leaderboard_url: String,
+        /// Do not fetch the leaderboard.
+        #[arg(long)]
+        no_leaderboard: bool,
+        /// Seconds between leaderboard fetches.
+        #[arg(long, value_name = "SECONDS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(10..))]
+        leaderboard_every: u64,
+        /// Follow an operator's node's node_trades directory (JSON lines) as a discovery source.
+        #[arg(long, value_name = "DIR")]
+        node_trades_dir: Option<std::path::PathBuf>,
+        /// Wallet list: always tracked; its labels and tags are authoritative.
+        #[arg(long)]
+        wallets: Option<std::path::PathBuf>,
+        /// Seconds between publishes.
+        #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+        publish_every: u64,
+        /// Do not fetch hourly candles.
+        #[arg(long)]
+        no_candles: bool,
         /// Rate limit and retries.
         #[command(flatten)]
         tuning: ScanTuning,
@@ -447,12 +494,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             wallets,
             once: _,
             every,
+            stale_after,
             tuning,
             db,
         } => {
             let store = open_store(&db, 2)?;
             let list = read_wallets(&wallets)?;
-            let cfg = tuning.config();
+            let cfg = tuning.config(stale_after);
             let source = market_ingest::client::HttpSource::new(
                 &info_url,
                 std::time::Duration::from_secs(tuning.timeout),
@@ -479,6 +527,51 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                     std::thread::sleep(wait);
                 }
             }
+        }
+        Command::Track {
+            info_url,
+            ws_url,
+            no_ws,
+            no_trades,
+            leaderboard_url,
+            no_leaderboard,
+            leaderboard_every,
+            node_trades_dir,
+            wallets,
+            publish_every,
+            no_candles,
+            tuning,
+            db,
+        } => {
+            let store = open_store(&db, 3)?;
+            let list = match wallets {
+                Some(path) => read_wallets(&path)?,
+                None => Vec::new(),
+            };
+            let mut scan = tuning.config(0);
+            scan.source_name = "track";
+            let cfg = market_tracker::TrackConfig {
+                info_url: info_url.clone(),
+                ws_url: (!no_ws).then_some(ws_url),
+                ws_trades: !no_trades,
+                leaderboard_url: (!no_leaderboard).then_some(leaderboard_url),
+                leaderboard_every: std::time::Duration::from_secs(leaderboard_every),
+                node_trades_dir,
+                wallets: list,
+                publish_every: std::time::Duration::from_secs(publish_every),
+                scan,
+                intervals: market_tracker::Intervals::default(),
+                candles: !no_candles,
+                meta_every: std::time::Duration::from_secs(600),
+            };
+            let source = market_ingest::client::HttpSource::new(
+                &info_url,
+                std::time::Duration::from_secs(tuning.timeout),
+            );
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let tracker = market_tracker::Tracker::new(cfg, store, Box::new(source), stop.clone())?;
+            eprintln!("tracking {info_url}; a data version is published every {publish_every} s");
+            tracker.run();
         }
         Command::Import { from, wallets, db } => {
             let store = open_store(&db, 2)?;
