@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::str::FromStr;
 
-use bigdecimal::{BigDecimal, ToPrimitive};
+use bigdecimal::{BigDecimal, Signed, ToPrimitive};
 use market_model::Decimal;
 use market_store::{DiscoverySource, RegistryEntry};
 use time::{Duration, OffsetDateTime};
@@ -74,7 +74,7 @@ fn usd(d: &Decimal) -> f64 {
 /// The tier of an entry: by what its last read showed, else by the best
 /// estimate of its size (leaderboard account value, traded notional).
 pub fn tier_of(e: &RegistryEntry, cfg: &Intervals) -> Tier {
-    if e.empty_reads >= cfg.demote_after && e.traded_notional.0 <= BigDecimal::from(0) {
+    if e.empty_reads >= cfg.demote_after && !e.traded_notional.0.is_positive() {
         return Tier::Demoted;
     }
     let exposure = if e.last_read_at.is_some() {
@@ -389,7 +389,7 @@ impl Schedule {
                 }
             }
             e.dexes.sort();
-            let empty = positions == 0 && account_value.0 <= BigDecimal::from(0);
+            let empty = positions == 0 && !account_value.0.is_positive();
             e.empty_reads = if empty { e.empty_reads + 1 } else { 0 };
             // The read supersedes the trade estimate of its size.
             e.traded_notional = Decimal::zero();
