@@ -112,6 +112,7 @@ pub struct Tracker {
     source: Box<dyn InfoSource + Send>,
     schedule: Mutex<Schedule>,
     live: Mutex<Live>,
+    publisher: Mutex<Publisher>,
     meta: RwLock<MarketMeta>,
     marks: RwLock<Arc<HashMap<String, Decimal>>>,
     candles: Mutex<Vec<(String, Vec<Candle>)>>,
@@ -154,8 +155,14 @@ impl Tracker {
             schedule.add_listed(&w.address, w.label.clone(), w.tags.clone(), now);
         }
         let mut live = Live::default();
+        let mut publisher = Publisher::default();
         if let Some(meta) = store.latest_snapshot()? {
             let loaded = store.load_snapshot(&meta)?;
+            // What the last version served: the first publish's changes are against it.
+            publisher.published = loaded.wallets.iter().map(|w| w.address.clone()).collect();
+            publisher.symbols = loaded.markets.iter().map(|m| m.symbol.clone()).collect();
+            publisher.days = loaded.current_days.clone();
+            publisher.observed_at = Some(meta.observed_at);
             if meta.source == "track" || meta.source == "scan" {
                 let mut positions: HashMap<String, Vec<MarketPosition>> = HashMap::new();
                 for p in loaded.positions {
@@ -187,6 +194,7 @@ impl Tracker {
             source,
             schedule: Mutex::new(schedule),
             live: Mutex::new(live),
+            publisher: Mutex::new(publisher),
             meta: RwLock::new(MarketMeta::default()),
             marks: RwLock::new(Arc::new(HashMap::new())),
             candles: Mutex::new(Vec::new()),
@@ -498,7 +506,6 @@ impl Tracker {
         let mut next_publish = Instant::now();
         let mut next_meta = Instant::now() + self.cfg.meta_every;
         let mut next_save = Instant::now();
-        let mut publisher = Publisher::default();
         // Marks from the first context, so the first reads can value positions.
         if let Ok(q) = self.quotes(fetcher) {
             self.set_marks(&q);
@@ -525,7 +532,7 @@ impl Tracker {
             }
             if Instant::now() >= next_publish {
                 next_publish = Instant::now() + self.cfg.publish_every;
-                self.publish(fetcher, &mut publisher);
+                self.publish(fetcher, &mut lock(&self.publisher));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -594,17 +601,6 @@ impl Tracker {
         let symbols: HashSet<String> = quotes.iter().map(|q| q.symbol.clone()).collect();
         let (inputs, positions, dirty, states, tracked) = {
             let mut live = lock(&self.live);
-            if !p.started {
-                p.started = true;
-                if let Ok(Some(meta)) = self.store.latest_snapshot() {
-                    if let Ok(loaded) = self.store.load_snapshot(&meta) {
-                        p.published = loaded.wallets.iter().map(|w| w.address.clone()).collect();
-                        p.symbols = loaded.markets.iter().map(|m| m.symbol.clone()).collect();
-                        p.days = loaded.current_days;
-                        p.observed_at = Some(meta.observed_at);
-                    }
-                }
-            }
             // Wallets holding an asset that is gone must be rewritten without it.
             let vanished: HashSet<&String> = p.symbols.difference(&symbols).collect();
             if !vanished.is_empty() {
@@ -747,7 +743,6 @@ impl Tracker {
 /// What the last publish wrote, to compute the next one's changes.
 #[derive(Debug, Default)]
 struct Publisher {
-    started: bool,
     published: HashSet<String>,
     symbols: HashSet<String>,
     days: Vec<LiquidityDay>,
