@@ -791,6 +791,7 @@ async fn cross_endpoint_invariants_hold(backend: Backend) {
     let mut short_by_wallet: HashMap<String, BigDecimal> = HashMap::new();
     let mut count_by_wallet: HashMap<String, u64> = HashMap::new();
     let mut total_positions = 0u64;
+    let mut covered_by_market: BTreeMap<String, BigDecimal> = BTreeMap::new();
     let today = app.today();
     let current: HashMap<String, Value> = {
         let (days, _) = walk(
@@ -888,7 +889,14 @@ async fn cross_endpoint_invariants_hold(backend: Backend) {
             *count_by_wallet.entry(addr).or_default() += 1;
         }
         total_positions += positions.len() as u64;
+        // Every open position has two sides: the scanned sizes of both,
+        // halved and priced, are what the coverage report counts as covered.
+        let units: BigDecimal = positions.iter().map(|p| dec(&p["size"])).sum();
+        let covered = (units * dec(&m["price"]) / BigDecimal::from(2))
+            .with_scale_round(2, bigdecimal::RoundingMode::HalfUp);
+        covered_by_market.insert(sym.to_owned(), covered);
     }
+    check_coverage(&app, &markets, &wallets, &covered_by_market).await;
     let wallet_positions: u64 = wallets
         .iter()
         .map(|w| w["positions"].as_u64().unwrap())
@@ -919,6 +927,111 @@ async fn cross_endpoint_invariants_hold(backend: Backend) {
     }
 }
 
+/// The coverage report agrees with the market list, the positions behind
+/// each market and the wallet list.
+async fn check_coverage(
+    app: &TestApp,
+    markets: &[Value],
+    wallets: &[Value],
+    covered_by_market: &BTreeMap<String, BigDecimal>,
+) {
+    let c = app.get_ok(&format!("{NET}/coverage")).await;
+    let items = c["markets"].as_array().unwrap();
+    let symbols: Vec<&str> = items
+        .iter()
+        .map(|m| m["symbol"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        symbols,
+        covered_by_market
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        "one entry per market, by symbol"
+    );
+    let by_symbol: HashMap<&str, &Value> = markets
+        .iter()
+        .map(|m| (m["symbol"].as_str().unwrap(), m))
+        .collect();
+    let share = |covered: &BigDecimal, total: &BigDecimal| {
+        (covered / total).with_scale_round(4, bigdecimal::RoundingMode::HalfUp)
+    };
+    let mut oi = BigDecimal::from(0);
+    let mut covered = BigDecimal::from(0);
+    for item in items {
+        let sym = item["symbol"].as_str().unwrap();
+        assert_eq!(
+            item["openInterest"], by_symbol[sym]["openInterest"],
+            "{sym}"
+        );
+        assert_eq!(
+            dec(&item["coveredOpenInterest"]),
+            covered_by_market[sym],
+            "{sym}"
+        );
+        let market_oi = dec(&item["openInterest"]);
+        if bigdecimal::Signed::is_positive(&market_oi) {
+            assert_eq!(
+                dec(&item["coveredShare"]),
+                share(&covered_by_market[sym], &market_oi)
+            );
+        } else {
+            assert!(item["coveredShare"].is_null(), "{sym}");
+        }
+        oi += market_oi;
+        covered += &covered_by_market[sym];
+    }
+    assert_eq!(dec(&c["openInterest"]), oi);
+    assert_eq!(dec(&c["coveredOpenInterest"]), covered);
+    assert_eq!(dec(&c["coveredShare"]), share(&covered, &oi));
+
+    // Without `track` the tracked wallets are the served ones, all read.
+    let w = &c["wallets"];
+    assert_eq!(w["tracked"].as_u64().unwrap(), wallets.len() as u64);
+    assert_eq!(w["neverRead"], 0);
+    let (m1, m5, h1) = (
+        w["refreshedWithin1m"].as_u64().unwrap(),
+        w["refreshedWithin5m"].as_u64().unwrap(),
+        w["refreshedWithin1h"].as_u64().unwrap(),
+    );
+    assert!(m1 <= m5 && m5 <= h1 && h1 <= wallets.len() as u64);
+    let classes = w["bySizeClass"].as_array().unwrap();
+    let names: Vec<&str> = classes
+        .iter()
+        .map(|k| k["sizeClass"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["whale", "shark", "shrimp"]);
+    let as_of = time::OffsetDateTime::parse(
+        c["asOf"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    for k in classes {
+        let class = k["sizeClass"].as_str().unwrap();
+        let mut ages: Vec<i64> = wallets
+            .iter()
+            .filter(|w| w["sizeClass"] == class)
+            .map(|w| {
+                let at = time::OffsetDateTime::parse(
+                    w["observedAt"].as_str().unwrap(),
+                    &time::format_description::well_known::Rfc3339,
+                )
+                .unwrap();
+                (as_of - at).whole_seconds().max(0)
+            })
+            .collect();
+        ages.sort_unstable();
+        assert_eq!(k["wallets"].as_u64().unwrap(), ages.len() as u64, "{class}");
+        let rank = |pct: usize| ages[(ages.len() * pct).div_ceil(100).max(1) - 1];
+        if ages.is_empty() {
+            assert!(k["p50Seconds"].is_null() && k["p99Seconds"].is_null());
+        } else {
+            assert_eq!(k["p50Seconds"].as_i64().unwrap(), rank(50), "{class}");
+            assert_eq!(k["p99Seconds"].as_i64().unwrap(), rank(99), "{class}");
+        }
+    }
+}
+
 async fn authentication_is_required_except_on_public_routes(backend: Backend) {
     let app = spawn_app(backend).await;
     let paths = [
@@ -929,6 +1042,7 @@ async fn authentication_is_required_except_on_public_routes(backend: Backend) {
         format!("{NET}/wallets"),
         format!("{NET}/liquidity-levels?fromDate=2026-01-01&toDate=2026-01-02"),
         format!("{NET}/markets/BTC/candles?interval=1h"),
+        format!("{NET}/coverage"),
         "/api/developer/v1/networks".to_owned(),
         "/v1/nothing-here".to_owned(),
     ];

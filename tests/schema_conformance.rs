@@ -99,6 +99,10 @@ async fn every_response_validates_against_the_document(backend: Backend) {
                 t("/networks/{network}/markets/{asset}"),
                 t("/networks/perpnet/markets/NOPE"),
             ),
+            (
+                t("/networks/{network}/coverage"),
+                t("/networks/perpnet/coverage"),
+            ),
         ];
         for sym in symbols.iter().step_by(9) {
             let s = enc(sym);

@@ -247,6 +247,37 @@ async fn track_discovers_serves_survives_kill_and_reconnects() {
     // Cross-check: the served counts agree with the wallets' positions.
     let positions: usize = loaded.wallets.iter().map(|w| w.positions as usize).sum();
     assert_eq!(positions, loaded.positions.len());
+
+    // The coverage report counts the whole registry, not only served wallets.
+    wait_until(
+        "the server on the restarted version",
+        Duration::from_secs(5),
+        || {
+            let app = &app;
+            async move { app.state.snapshot().version >= restarted.version }
+        },
+    )
+    .await;
+    let coverage = app.get_ok(&format!("{NET}/coverage")).await;
+    let w = &coverage["wallets"];
+    let tracked = w["tracked"].as_u64().unwrap();
+    assert!(tracked >= loaded.wallets.len() as u64, "{coverage}");
+    assert!(
+        tracked <= store.registry_len().unwrap() as u64,
+        "{coverage}"
+    );
+    assert_eq!(
+        w["neverRead"].as_u64().unwrap() + w["refreshedWithin1h"].as_u64().unwrap(),
+        tracked,
+        "the test runs for less than an hour: {coverage}"
+    );
+    let whales = &w["bySizeClass"][0];
+    assert_eq!(whales["sizeClass"], "whale");
+    assert!(whales["wallets"].as_u64().unwrap() >= 2, "{coverage}");
+    assert!(
+        coverage["markets"].as_array().unwrap().len() == 4,
+        "{coverage}"
+    );
 }
 
 fn library_tracker(

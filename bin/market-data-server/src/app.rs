@@ -60,6 +60,11 @@ fn api(cfg: &mut web::ServiceConfig) {
                     routes::list_wallets
                 ))
                 .service(get_resource!(
+                    "/networks/{network}/coverage",
+                    "/coverage",
+                    routes::get_coverage
+                ))
+                .service(get_resource!(
                     "/networks/{network}/liquidity-levels",
                     "/liquidity-levels",
                     routes::list_liquidity_levels

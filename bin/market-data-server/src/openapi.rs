@@ -49,6 +49,7 @@ impl Modify for SecurityAddon {
         routes::list_wallets,
         routes::list_liquidity_levels,
         routes::list_candles,
+        routes::get_coverage,
         routes::healthz,
         routes::readyz,
     ),
@@ -61,6 +62,7 @@ impl Modify for SecurityAddon {
         (name = "wallets", description = "Scanned wallets."),
         (name = "liquidity", description = "Daily liquidation-level maps."),
         (name = "candles", description = "OHLCV candles."),
+        (name = "coverage", description = "How complete and fresh the served data is."),
         (name = "health", description = "Liveness and readiness (no API key)."),
     )
 )]
@@ -262,6 +264,7 @@ fn success_example(operation: &str) -> Option<&'static str> {
         "listWallets" => include_str!("../../../openapi/examples/wallets.json"),
         "listLiquidityLevels" => include_str!("../../../openapi/examples/liquidity-levels.json"),
         "listCandles" => include_str!("../../../openapi/examples/candles.json"),
+        "getCoverage" => include_str!("../../../openapi/examples/coverage.json"),
         "healthz" => r#"{"status":"ok"}"#,
         "readyz" => r#"{"status":"ready"}"#,
         _ => return None,

@@ -11,8 +11,8 @@ use market_engine::candles::{next_period, period_start, periods_back, rollup, ro
 use market_engine::{AssetLookup, Page, PositionKey, Snapshot, WalletKey, WalletOrder};
 use market_model::{
     CandleSeries, Coverage, Decimal, Direction, Interval, LiquidityDay, LiquidityLevelsList,
-    MarketList, MarketSort, NetworkItem, NetworkList, PositionList, SizeClass, SortOrder,
-    WalletList, WalletSort, NETWORK_ID,
+    MarketList, MarketSort, NetworkCoverage, NetworkItem, NetworkList, PositionList, SizeClass,
+    SortOrder, WalletList, WalletSort, NETWORK_ID,
 };
 use pagination::{CursorError, LimitSpec};
 use serde::Serialize;
@@ -314,6 +314,44 @@ pub async fn list_markets(
         identity((&sort, &order)),
         || snapshot_bytes(&snapshot, move |s| s.market_list_json(sort, order)),
     ))
+}
+
+/// Get the coverage report.
+///
+/// How complete and how fresh the served data version is. `wallets` counts the wallets the writer
+/// tracks and how recently each was read: with `track` that is its whole registry (wallets found on the
+/// leaderboard, the trades stream, node trades or the wallet list, read or not, served or not); with
+/// `scan`, `import` or the demo data it is the served wallets. Staleness is `asOf` minus the wallet's last
+/// read, by size class (the account value of its last read). `markets` gives, per market, how much of
+/// the exchange's open interest the scanned positions hold: each open position has a long and a short
+/// side, so the covered open interest is (sum of long sizes + sum of short sizes) / 2 × price. Computed
+/// once per data version; ages are as of `asOf`, the version's publish time.
+#[utoipa::path(
+    get,
+    path = "/v1/networks/{network}/coverage",
+    operation_id = "getCoverage",
+    tag = "coverage",
+    params(
+        ("network" = String, Path, description = "Network id; only `perpnet`.", example = "perpnet"),
+    ),
+    responses(
+        (status = 200, description = "The coverage report of the served data version.", body = NetworkCoverage),
+        (status = 400, description = "A query parameter was given (this endpoint takes none).", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn get_coverage(
+    req: HttpRequest,
+    path: web::Path<String>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    check_network(&path)?;
+    Params::parse(req.query_string(), &[])?;
+    let snapshot = state.snapshot();
+    Ok(versioned(&req, &snapshot, identity("coverage"), || {
+        snapshot_bytes(&snapshot, Snapshot::coverage_json)
+    }))
 }
 
 /// Get one market.

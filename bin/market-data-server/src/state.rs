@@ -139,6 +139,7 @@ fn empty_snapshot() -> Snapshot {
             wallets: Vec::new(),
             positions: Vec::new(),
             current_days: Vec::new(),
+            freshness: None,
         },
     )
 }
@@ -250,6 +251,7 @@ impl AppState {
                 wallets: loaded.wallets,
                 positions: loaded.positions,
                 current_days: loaded.current_days,
+                freshness: loaded.freshness,
             },
         );
         let (positions, wallets) = snapshot.counts();

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use bigdecimal::{BigDecimal, RoundingMode, Zero};
 use market_model::{
     Coverage, Decimal, Direction, Kol, KolProfile, Level, LiquidityDay, LiquidityTotals, Market,
-    MarketPosition, SizeClass, Strategy, Wallet, WalletDirection,
+    MarketPosition, SizeClass, Strategy, Wallet, WalletDirection, WalletFreshness,
 };
 use time::{Date, OffsetDateTime};
 
@@ -93,6 +93,9 @@ pub struct Materialized {
     pub positions: Vec<MarketPosition>,
     /// The `current` liquidity day of every asset, ordered by symbol.
     pub current_days: Vec<LiquidityDay>,
+    /// Freshness of the writer's tracked wallets, when it tracks more than it
+    /// serves (`track`); `None` derives it from the served wallets.
+    pub freshness: Option<WalletFreshness>,
 }
 
 /// Input that violates the aggregation contract.
@@ -733,6 +736,7 @@ pub fn materialize(network: &str, input: ScanInput) -> Result<Materialized, Aggr
         wallets,
         positions,
         current_days,
+        freshness: None,
     })
 }
 
@@ -1279,6 +1283,7 @@ pub(crate) mod tests {
                 wallets,
                 positions,
                 current_days,
+                freshness: None,
             })
         }
     }

@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod analytics;
 pub mod buckets;
 pub mod candles;
+pub mod coverage;
 mod fixed;
 pub mod snapshot;
 pub mod symbols;

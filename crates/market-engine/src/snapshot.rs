@@ -251,6 +251,8 @@ pub struct Snapshot {
     /// By market index (every market has its current day).
     current_days: JsonItems,
     current_day_symbols: Vec<String>,
+    /// The rendered `NetworkCoverage`.
+    coverage_json: Vec<u8>,
 }
 
 fn market_value(m: &Market, sort: MarketSort) -> &BigDecimal {
@@ -573,6 +575,7 @@ impl Snapshot {
             wallets,
             positions,
             mut current_days,
+            freshness,
         } = data;
         markets.sort_by(|a, b| a.symbol.cmp(&b.symbol));
         current_days.sort_by(|a, b| a.network_asset_symbol.cmp(&b.network_asset_symbol));
@@ -588,6 +591,16 @@ impl Snapshot {
                 by_canonical.entry(coin.to_owned()).or_default().push(i);
             }
         }
+
+        let freshness = freshness.unwrap_or_else(|| {
+            crate::coverage::wallet_freshness(
+                observed_at,
+                wallets.iter().map(|w| (w.size_class, Some(w.observed_at))),
+            )
+        });
+        let coverage =
+            crate::coverage::network_coverage(observed_at, &markets, &positions, freshness);
+        let coverage_json = serde_json::to_vec(&coverage).expect("model types serialize");
 
         let (positions, wallets) = std::thread::scope(|s| {
             let positions = s.spawn(|| build_positions(positions, &by_symbol, markets.len()));
@@ -649,7 +662,13 @@ impl Snapshot {
             wallet_orders: wallets.wallet_orders,
             current_days: current_json,
             current_day_symbols,
+            coverage_json,
         }
+    }
+
+    /// The rendered coverage report of this version.
+    pub fn coverage_json(&self) -> &[u8] {
+        &self.coverage_json
     }
 
     /// Approximate heap bytes of the rendered items and indexes.

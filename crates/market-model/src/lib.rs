@@ -1,11 +1,13 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod coverage;
 pub mod decimal;
 pub mod query;
 pub mod resources;
 pub mod timestamp;
 
+pub use coverage::{ClassStaleness, MarketCoverage, NetworkCoverage, WalletFreshness};
 pub use decimal::{Decimal, ParseDecimalError};
 pub use query::{
     Coverage, Direction, Interval, MarketSort, Side, SizeClass, SortOrder, Strategy, UnknownValue,

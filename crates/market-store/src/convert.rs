@@ -380,6 +380,7 @@ pub(crate) fn assemble_snapshot(
         wallets,
         positions,
         current_days,
+        freshness: None,
     })
 }
 

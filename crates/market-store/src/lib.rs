@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
-use market_model::{Candle, Interval, LiquidityDay, Market, MarketPosition, Wallet};
+use market_model::{
+    Candle, Interval, LiquidityDay, Market, MarketPosition, Wallet, WalletFreshness,
+};
 use time::{Date, OffsetDateTime};
 
 pub use connection::{BackendKind, ConnectionManager, DbConnection};
@@ -151,6 +153,8 @@ pub struct LoadedSnapshot {
     pub positions: Vec<MarketPosition>,
     /// `current` liquidity days by symbol.
     pub current_days: Vec<LiquidityDay>,
+    /// Wallet freshness as its writer saw it, when the writer stored one (`track`).
+    pub freshness: Option<WalletFreshness>,
 }
 
 /// Candles of one asset and interval, for bulk writes.
@@ -332,7 +336,12 @@ impl Store {
                     .filter(current_levels::version.eq(v))
                     .order((current_levels::symbol, current_levels::side))
                     .load(conn)?;
-                Ok((wallets_from(wallets)?, levels))
+                let freshness: Option<String> = version_freshness::table
+                    .filter(version_freshness::version.eq(v))
+                    .select(version_freshness::body)
+                    .first(conn)
+                    .optional()?;
+                Ok((wallets_from(wallets)?, levels, freshness))
             });
             let upper = read_positions(true);
             (
@@ -341,7 +350,14 @@ impl Store {
                 rest.join().expect("the wallet reader does not panic"),
             )
         });
-        let (lower, upper, (wallets, levels)) = (lower?, upper?, rest?);
+        let (lower, upper, (wallets, levels, freshness)) = (lower?, upper?, rest?);
+        let freshness = freshness
+            .map(|body| {
+                serde_json::from_str::<WalletFreshness>(&body).map_err(|e| {
+                    StoreError::Corrupt(format!("wallet freshness of version {v}: {e}"))
+                })
+            })
+            .transpose()?;
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
         let present: i64 = snapshots::table
@@ -367,7 +383,9 @@ impl Store {
         });
         let mut positions = lower?;
         positions.extend(upper?);
-        assemble_snapshot(meta.clone(), markets, wallets, positions, levels)
+        let mut loaded = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?;
+        loaded.freshness = freshness;
+        Ok(loaded)
     }
 
     /// Writes a new data version in one transaction and prunes versions

@@ -6,12 +6,14 @@
 //! and are written whole with every version.
 
 use diesel::prelude::*;
-use market_model::{Decimal, LiquidityDay, Market, MarketPosition, Wallet};
+use market_model::{Decimal, LiquidityDay, Market, MarketPosition, Wallet, WalletFreshness};
 use time::OffsetDateTime;
 
 use crate::ingest::{insert_tracked, insert_wallet_states, write_days_and_candles};
 use crate::rows::{from_db_time, to_db_time, RegistryRow};
-use crate::schema::{positions, scanned_wallets, tracked_positions, wallet_registry, wallets};
+use crate::schema::{
+    positions, scanned_wallets, tracked_positions, version_freshness, wallet_registry, wallets,
+};
 use crate::types::DbDecimal;
 use crate::{
     insert_chunked, insert_version, insert_wallet_rows, prune_before, CandleBatch, DbConnection,
@@ -178,6 +180,8 @@ pub struct PublishWrite<'a> {
     pub tracked: &'a [TrackedPosition],
     /// Registry entries to save with this version.
     pub registry: &'a [RegistryEntry],
+    /// Freshness of every tracked wallet as of `observed_at`.
+    pub freshness: &'a WalletFreshness,
 }
 
 /// Addresses per `IN (…)` list.
@@ -268,6 +272,13 @@ impl Store {
             insert_wallet_states(conn, p.wallet_states, progress)?;
             insert_tracked(conn, p.tracked, progress)?;
             upsert_registry(conn, p.registry)?;
+            let body = serde_json::to_string(p.freshness).expect("model types serialize");
+            diesel::insert_into(version_freshness::table)
+                .values((
+                    version_freshness::version.eq(version),
+                    version_freshness::body.eq(body),
+                ))
+                .execute(conn)?;
             prune_before(conn, version - 1)?;
             Ok(version)
         })

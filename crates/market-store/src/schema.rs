@@ -221,3 +221,11 @@ diesel::table! {
         failed_reads -> Integer,
     }
 }
+
+diesel::table! {
+    use diesel::sql_types::*;
+    version_freshness (version) {
+        version -> BigInt,
+        body -> Text,
+    }
+}

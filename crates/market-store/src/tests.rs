@@ -462,6 +462,20 @@ fn incremental_publishes_read_back_as_whole_versions() {
                 &mut |_, _, _| {},
             )
             .unwrap();
+        let freshness = WalletFreshness {
+            tracked: 9,
+            never_read: 1,
+            refreshed_within1m: 2,
+            refreshed_within5m: 3,
+            refreshed_within1h: 8,
+            by_size_class: vec![ClassStaleness {
+                size_class: SizeClass::Whale,
+                wallets: 9,
+                never_read: 1,
+                p50_seconds: Some(40),
+                p99_seconds: None,
+            }],
+        };
         let publish = |changed: &[Wallet],
                        changed_positions: &[MarketPosition],
                        removed: &[String],
@@ -484,6 +498,7 @@ fn incremental_publishes_read_back_as_whole_versions() {
                         wallet_states: &[],
                         tracked: &[],
                         registry: &[],
+                        freshness: &freshness,
                     },
                     &mut |_, _, _| {},
                 )
@@ -515,6 +530,7 @@ fn incremental_publishes_read_back_as_whole_versions() {
         };
         let latest = store.latest_snapshot().unwrap().unwrap();
         let at_v2 = store.load_snapshot(&latest).unwrap();
+        assert_eq!(at_v2.freshness.as_ref(), Some(&freshness));
         assert_eq!(
             addresses(&at_v2),
             [
@@ -538,6 +554,7 @@ fn incremental_publishes_read_back_as_whole_versions() {
             .unwrap();
         assert_eq!(at_v1.wallets, wallets);
         assert_eq!(keys(&at_v1).len(), 4);
+        assert_eq!(at_v1.freshness, None, "a whole-version write stores none");
         // v3 changes nothing but markets: v1 is pruned, v2's rows survive (0xaa was written by v1).
         let v3 = publish(&[], &[], &[], 3, 3);
         let at_v3 = store

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bigdecimal::{BigDecimal, Zero};
+use market_engine::aggregate::size_class;
+use market_engine::coverage::wallet_freshness;
 use market_engine::{materialize, Quote, ScanInput, WalletInput};
 use market_ingest::client::InfoSource;
 use market_ingest::scan::{
@@ -17,9 +19,11 @@ use market_ingest::scan::{
 };
 use market_ingest::source::{AssetCtx, AssetMeta, MetaAndAssetCtxs, PerpDex};
 use market_ingest::{mapping, ScanConfig, WalletEntry};
-use market_model::{Candle, Coverage, Decimal, Interval, LiquidityDay, MarketPosition, NETWORK_ID};
+use market_model::{
+    Candle, Coverage, Decimal, Interval, LiquidityDay, MarketPosition, SizeClass, NETWORK_ID,
+};
 use market_store::{
-    CandleBatch, PublishWrite, Store, StoreError, TrackedPosition, WalletScanState,
+    CandleBatch, PublishWrite, RegistryEntry, Store, StoreError, TrackedPosition, WalletScanState,
 };
 use serde_json::json;
 use time::OffsetDateTime;
@@ -695,7 +699,16 @@ impl Tracker {
                 candles: c,
             })
             .collect();
-        let registry = lock(&self.schedule).take_unsaved();
+        let (registry, freshness) = {
+            let mut schedule = lock(&self.schedule);
+            let freshness = wallet_freshness(
+                now,
+                schedule
+                    .iter()
+                    .map(|t| (registry_class(&t.entry), t.entry.last_read_at)),
+            );
+            (schedule.take_unsaved(), freshness)
+        };
         let result = self.store.publish(
             &PublishWrite {
                 source: "track",
@@ -712,6 +725,7 @@ impl Tracker {
                 wallet_states: &states,
                 tracked: &tracked,
                 registry: &registry,
+                freshness: &freshness,
             },
             &mut |_, _, _| {},
         );
@@ -747,4 +761,15 @@ struct Publisher {
     symbols: HashSet<String>,
     days: Vec<LiquidityDay>,
     observed_at: Option<OffsetDateTime>,
+}
+
+/// The size class of a registry entry: by the account value of its last
+/// read, else by its leaderboard account value, else `shrimp`.
+fn registry_class(e: &RegistryEntry) -> SizeClass {
+    let value = if e.last_read_at.is_some() {
+        e.account_value.as_ref()
+    } else {
+        e.leaderboard_value.as_ref()
+    };
+    value.map_or(SizeClass::Shrimp, |v| size_class(&v.0))
 }

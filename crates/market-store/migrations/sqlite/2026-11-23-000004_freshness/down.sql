@@ -1,0 +1,1 @@
+DROP TABLE version_freshness;
