@@ -1,7 +1,6 @@
 //! Black-box HTTP tests: the real app on a real SQLite file, called over real HTTP.
 
 mod error_contract;
-mod fake_exchange;
 mod postgres_scaleout;
 mod scanner;
 mod schema_conformance;

@@ -10,8 +10,8 @@ use market_ingest::ScanConfig;
 use market_store::{PoolOptions, Store};
 use market_tracker::{Intervals, TrackConfig, Tracker};
 
-use crate::fake_exchange::{self, address, FakeExchange, FakePosition, FakeWallet};
 use crate::support::*;
+use fake_exchange::{address, FakeExchange, FakePosition, FakeWallet};
 
 const NET: &str = "/v1/networks/perpnet";
 const PUBLISH_EVERY: u64 = 3;
@@ -82,14 +82,14 @@ where
 }
 
 fn whale(exchange: &fake_exchange::Exchange, address: &str, coin: &str) {
-    exchange.wallets.lock().unwrap().insert(
-        address.to_owned(),
+    exchange.put_wallet(
+        address,
         FakeWallet {
             account_value: 8_000_000,
             positions: vec![FakePosition {
                 coin: coin.into(),
-                szi: -40,
-                entry: exchange.prices.lock().unwrap()[coin],
+                lots: -4_000,
+                entry: exchange.price(coin),
             }],
         },
     );
