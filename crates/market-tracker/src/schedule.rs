@@ -1,6 +1,7 @@
 //! The registry in memory and the scheduler that decides which wallet to
 //! read next: by size tier first, then by due time.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::str::FromStr;
 
@@ -33,8 +34,15 @@ const TIERS: usize = 5;
 pub struct Intervals {
     /// Refresh interval per tier (whale … demoted).
     pub refresh: [Duration; TIERS],
-    /// A read covers every dex when the last full sweep is older than this (per tier).
+    /// A read covers every dex when the last full sweep is older than this
+    /// (per tier). A wallet never swept has its first sweep at a point of
+    /// this interval after it was found, spread by its address, so the
+    /// sweeps of wallets found together do not all fall due at once.
     pub sweep: [Duration; TIERS],
+    /// Share of the reads (in requests) each tier gets while several tiers
+    /// have due wallets, in percent. A tier with nothing due leaves its share
+    /// to the others, and banks no credit for later.
+    pub share: [u32; TIERS],
     /// A trade makes a wallet due, but never sooner than this after its last read.
     pub min_gap: Duration,
     /// Consecutive empty reads after which a wallet is demoted.
@@ -54,12 +62,13 @@ impl Default for Intervals {
                 Duration::days(7),
             ],
             sweep: [
-                Duration::hours(1),
                 Duration::hours(6),
                 Duration::days(1),
                 Duration::days(3),
+                Duration::days(7),
                 Duration::ZERO, // a demoted wallet's rare read covers everything
             ],
+            share: [85, 9, 3, 2, 1],
             min_gap: Duration::seconds(15),
             demote_after: 3,
             notional_half_life: Duration::hours(6),
@@ -77,15 +86,7 @@ pub fn tier_of(e: &RegistryEntry, cfg: &Intervals) -> Tier {
     if e.empty_reads >= cfg.demote_after && !e.traded_notional.0.is_positive() {
         return Tier::Demoted;
     }
-    let exposure = if e.last_read_at.is_some() {
-        let account = e.account_value.as_ref().map_or(0.0, usd);
-        let positions = e.position_value.as_ref().map_or(0.0, usd);
-        account.max(positions)
-    } else {
-        e.leaderboard_value.as_ref().map_or(0.0, usd)
-    };
-    // A large recent trade counts as exposure until the next read says otherwise.
-    let exposure = exposure.max(usd(&e.traded_notional));
+    let exposure = exposure_of(e);
     if exposure >= 1_000_000.0 {
         Tier::Whale
     } else if exposure >= 100_000.0 {
@@ -95,6 +96,23 @@ pub fn tier_of(e: &RegistryEntry, cfg: &Intervals) -> Tier {
     } else {
         Tier::Shrimp
     }
+}
+
+/// The best estimate of a wallet's size, USD.
+fn exposure_of(e: &RegistryEntry) -> f64 {
+    let exposure = if e.last_read_at.is_some() {
+        let account = e.account_value.as_ref().map_or(0.0, usd);
+        let positions = e.position_value.as_ref().map_or(0.0, usd);
+        account.max(positions)
+    } else {
+        e.leaderboard_value.as_ref().map_or(0.0, usd)
+    };
+    // A large recent trade counts as exposure until the next read says otherwise.
+    exposure.max(usd(&e.traded_notional))
+}
+
+fn rank_of(e: &RegistryEntry) -> Reverse<u64> {
+    Reverse(exposure_of(e) as u64)
 }
 
 /// One wallet of the registry.
@@ -107,6 +125,9 @@ pub struct Tracked {
     /// Tags from the wallet list (authoritative).
     pub tags: Vec<String>,
     due: OffsetDateTime,
+    /// Larger exposure first among wallets due at the same instant (a cold
+    /// start, a leaderboard fetch).
+    rank: Reverse<u64>,
     tier: Tier,
     in_flight: bool,
 }
@@ -155,7 +176,9 @@ pub enum Discovery {
 pub struct Schedule {
     cfg: Intervals,
     wallets: HashMap<String, Tracked>,
-    queues: [BTreeSet<(OffsetDateTime, String)>; TIERS],
+    queues: [BTreeSet<(OffsetDateTime, Reverse<u64>, String)>; TIERS],
+    /// Stride-scheduling pass per tier: requests taken / share.
+    pass: [f64; TIERS],
     unsaved: HashSet<String>,
 }
 
@@ -182,6 +205,7 @@ impl Schedule {
                 label: None,
                 tags: Vec::new(),
                 due,
+                rank: Reverse(0),
                 tier,
                 in_flight: false,
             });
@@ -189,8 +213,9 @@ impl Schedule {
         s
     }
 
-    fn insert(&mut self, t: Tracked) {
-        self.queues[t.tier as usize].insert((t.due, t.entry.address.clone()));
+    fn insert(&mut self, mut t: Tracked) {
+        t.rank = rank_of(&t.entry);
+        self.queues[t.tier as usize].insert((t.due, t.rank, t.entry.address.clone()));
         self.wallets.insert(t.entry.address.clone(), t);
     }
 
@@ -199,11 +224,12 @@ impl Schedule {
         let Some(t) = self.wallets.get_mut(address) else {
             return;
         };
-        self.queues[t.tier as usize].remove(&(t.due, address.to_owned()));
+        self.queues[t.tier as usize].remove(&(t.due, t.rank, address.to_owned()));
         f(t, &self.cfg);
         t.tier = tier_of(&t.entry, &self.cfg);
+        t.rank = rank_of(&t.entry);
         if !t.in_flight {
-            self.queues[t.tier as usize].insert((t.due, address.to_owned()));
+            self.queues[t.tier as usize].insert((t.due, t.rank, address.to_owned()));
         }
         self.unsaved.insert(address.to_owned());
     }
@@ -242,6 +268,7 @@ impl Schedule {
                 label: None,
                 tags: Vec::new(),
                 due: now,
+                rank: Reverse(0),
                 tier: Tier::Shrimp,
                 in_flight: false,
             });
@@ -275,6 +302,7 @@ impl Schedule {
                 label: None,
                 tags: Vec::new(),
                 due: now,
+                rank: Reverse(0),
                 tier: Tier::Shrimp,
                 in_flight: false,
             });
@@ -314,24 +342,36 @@ impl Schedule {
         new
     }
 
-    /// Takes the next due wallet: the highest tier with a due wallet, the
+    /// Takes the next due wallet: among the tiers with a due wallet, the one
+    /// furthest below its share of the requests (ties: the higher tier), the
     /// earliest due within it. `dexes` are the exchange's dexes now.
     pub fn next_due(&mut self, now: OffsetDateTime, dexes: &[String]) -> Option<ReadJob> {
-        let (tier, address) = self.queues.iter().enumerate().find_map(|(tier, q)| {
-            q.first()
-                .filter(|(due, _)| *due <= now)
-                .map(|(_, a)| (tier, a.clone()))
-        })?;
+        let due: Vec<usize> = (0..TIERS)
+            .filter(|&t| self.queues[t].first().is_some_and(|(d, _, _)| *d <= now))
+            .collect();
+        let tier = *due
+            .iter()
+            .min_by(|&&a, &&b| self.pass[a].total_cmp(&self.pass[b]).then(a.cmp(&b)))?;
+        // A tier with nothing due banks no credit.
+        let floor = self.pass[tier];
+        for t in (0..TIERS).filter(|t| !due.contains(t)) {
+            self.pass[t] = self.pass[t].max(floor);
+        }
+        let address = self.queues[tier]
+            .first()
+            .map(|(_, _, a)| a.clone())
+            .expect("the tier has a due wallet");
         let t = self
             .wallets
             .get_mut(&address)
             .expect("queued wallets exist");
-        self.queues[tier].remove(&(t.due, address.clone()));
+        self.queues[tier].remove(&(t.due, t.rank, address.clone()));
         t.in_flight = true;
-        let sweep = t
-            .entry
-            .last_sweep_at
-            .is_none_or(|s| now - s >= self.cfg.sweep[tier]);
+        let interval = self.cfg.sweep[tier];
+        let sweep = match t.entry.last_sweep_at {
+            Some(s) => now - s >= interval,
+            None => now - t.entry.first_seen_at >= interval * spread(&address),
+        };
         let read: Vec<String> = if sweep {
             dexes.to_vec()
         } else {
@@ -341,6 +381,8 @@ impl Schedule {
                 .cloned()
                 .collect()
         };
+        let share = f64::from(self.cfg.share[tier].max(1));
+        self.pass[tier] += read.len().max(1) as f64 / share;
         Some(ReadJob {
             address,
             dexes: read,
@@ -353,7 +395,7 @@ impl Schedule {
     pub fn earliest_due(&self) -> Option<OffsetDateTime> {
         self.queues
             .iter()
-            .filter_map(|q| q.first().map(|(d, _)| *d))
+            .filter_map(|q| q.first().map(|(d, _, _)| *d))
             .min()
     }
 
@@ -430,6 +472,14 @@ impl Schedule {
     }
 }
 
+/// A fraction in [0, 1) fixed by the address (FNV-1a of its text).
+fn spread(address: &str) -> f64 {
+    let hash = address.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash % 10_000) as f64 / 10_000.0
+}
+
 /// A non-negative USD amount rounded to cents, as a decimal.
 fn cents(v: f64) -> Decimal {
     let v = if v.is_finite() { v.max(0.0) } else { 0.0 };
@@ -476,7 +526,21 @@ mod tests {
         let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
         s.discover(lb("0xw", "5000000"), NOW);
         let job = s.next_due(NOW, &dexes()).unwrap();
-        assert!(job.sweep, "the first read covers every dex");
+        assert!(!job.sweep, "the first read is the main dex only");
+        assert_eq!(job.dexes, [""]);
+        s.read_ok(
+            &job,
+            &"4000000".parse().unwrap(),
+            &"3000000".parse().unwrap(),
+            2,
+            &["".into()],
+            NOW,
+        );
+        assert_eq!(s.next_due(NOW + Duration::seconds(119), &dexes()), None);
+        // Its first sweep falls within the whale sweep interval (6 h) of its discovery.
+        let later = NOW + Duration::hours(6) + Duration::minutes(2);
+        let job = s.next_due(later, &dexes()).unwrap();
+        assert!(job.sweep);
         assert_eq!(job.dexes, dexes());
         s.read_ok(
             &job,
@@ -484,15 +548,14 @@ mod tests {
             &"3000000".parse().unwrap(),
             2,
             &["".into(), "xyz".into()],
-            NOW,
+            later,
         );
-        assert_eq!(s.next_due(NOW + Duration::seconds(119), &dexes()), None);
-        let job = s.next_due(NOW + Duration::minutes(2), &dexes()).unwrap();
+        let job = s.next_due(later + Duration::minutes(2), &dexes()).unwrap();
         assert!(!job.sweep);
         assert_eq!(job.dexes, ["", "xyz"], "only where it holds equity");
         // It emptied its account: demoted after three empty reads.
         let zero = Decimal::zero();
-        let mut at = NOW + Duration::minutes(2);
+        let mut at = later + Duration::minutes(2);
         s.read_ok(&job, &zero, &zero, 0, &[], at);
         for _ in 0..2 {
             at += Duration::hours(6);
@@ -501,6 +564,46 @@ mod tests {
         }
         assert_eq!(s.tier("0xw"), Some(Tier::Demoted));
         assert_eq!(s.len(), 1, "demoted, not forgotten");
+    }
+
+    #[test]
+    fn tiers_share_the_requests_while_several_are_due() {
+        let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
+        for i in 0..1000 {
+            s.discover(lb(&format!("0xw{i:04}"), "5000000"), NOW);
+            s.discover(lb(&format!("0xs{i:04}"), "500000"), NOW);
+            s.discover(lb(&format!("0xf{i:04}"), "50000"), NOW);
+        }
+        let tiers: Vec<Tier> = (0..500)
+            .map(|_| s.next_due(NOW, &dexes()).unwrap().tier)
+            .collect();
+        let count = |t: Tier| tiers.iter().filter(|&&x| x == t).count();
+        // 85 : 9 : 3 of the shares, the rest (shrimp, demoted) having nothing due.
+        assert_eq!(tiers[0], Tier::Whale, "ties go to the higher tier");
+        let (w, sh, f) = (count(Tier::Whale), count(Tier::Shark), count(Tier::Fish));
+        assert_eq!(w + sh + f, 500);
+        let expect = |share: usize| 500 * share / 97;
+        assert!(w.abs_diff(expect(85)) <= 2, "{w} whale reads of 500");
+        assert!(sh.abs_diff(expect(9)) <= 2, "{sh} shark reads of 500");
+        assert!(f.abs_diff(expect(3)) <= 2, "{f} fish reads of 500");
+        // Within a tier, of wallets due at once, the bigger goes first.
+        let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
+        for (a, v) in [("0xa", "2000000"), ("0xb", "9000000"), ("0xc", "5000000")] {
+            s.discover(lb(a, v), NOW);
+        }
+        let order: Vec<String> = std::iter::from_fn(|| s.next_due(NOW, &dexes()))
+            .map(|j| j.address)
+            .collect();
+        assert_eq!(order, ["0xb", "0xc", "0xa"]);
+        // Once the whales are all taken, the others get every read.
+        let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
+        s.discover(lb("0xw", "5000000"), NOW);
+        s.discover(lb("0xs", "500000"), NOW);
+        s.discover(lb("0xf", "50000"), NOW);
+        let order: Vec<Tier> = std::iter::from_fn(|| s.next_due(NOW, &dexes()))
+            .map(|j| j.tier)
+            .collect();
+        assert_eq!(order, [Tier::Whale, Tier::Shark, Tier::Fish]);
     }
 
     #[test]

@@ -569,8 +569,10 @@ impl World {
                 .expect("four draws")
         };
         let a = first.unwrap_or_else(|| pick(rng, &self.wallets));
+        // The counterparty is size-biased too, and the trade fits both sides'
+        // accounts: money does not drift from the big wallets to the small.
         let b = loop {
-            let b = rng.random_range(0..n);
+            let b = pick(rng, &self.wallets);
             if b != a {
                 break b;
             }
@@ -584,7 +586,8 @@ impl World {
             random_coin(self, rng)
         };
         let px = self.prices[&coin];
-        let notional = wa.account_value as f64 * rng.random_range(0.05..0.8);
+        let capacity = wa.account_value.min(self.wallets[b].1.account_value);
+        let notional = capacity as f64 * rng.random_range(0.05..0.8);
         let size = ((notional * 100.0 * 100.0 / px as f64) as i64).max(1);
         let held = wa
             .positions
@@ -654,9 +657,9 @@ fn pareto(rng: &mut ChaCha8Rng) -> u64 {
     (1_000.0 / u.powf(1.0 / 0.65)).min(300_000_000.0) as u64
 }
 
-/// A coin: the main dex nine times in ten.
+/// A coin: on a HIP-3 dex one time in twenty, else on the main dex.
 fn random_coin(world: &World, rng: &mut ChaCha8Rng) -> String {
-    let dex = if world.dexes.len() > 1 && rng.random_bool(0.1) {
+    let dex = if world.dexes.len() > 1 && rng.random_bool(0.05) {
         &world.dexes[rng.random_range(1..world.dexes.len())]
     } else {
         &world.dexes[0]
