@@ -839,6 +839,8 @@ pub async fn serve(ex: Arc<Exchange>, http: &str, ws: &str) -> FakeExchange {
             .route("/truth", web::get().to(truth))
     })
     .workers(2)
+    // The process decides when to stop (the binary: SIGINT or SIGTERM).
+    .disable_signals()
     .listen(listener)
     .unwrap()
     .run();

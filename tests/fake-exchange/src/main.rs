@@ -61,5 +61,10 @@ async fn main() {
     println!("  --leaderboard-url {}", fake.leaderboard_url);
     println!("  --ws-url {}", fake.ws_url);
     println!("  what it holds: curl -s {}", fake.truth_url);
-    tokio::signal::ctrl_c().await.expect("waiting for Ctrl-C");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }
