@@ -358,32 +358,43 @@ async fn track_stays_within_the_budget_and_backs_off_429s() {
     assert!(max <= 160, "{max} weight in one window");
     let reads = tracker.stats.reads_ok.load(Ordering::Relaxed);
     assert!(reads > 10, "{reads} reads");
-    // Bigger wallets first: every wallet read is among the biggest on the leaderboard.
-    let read: Vec<_> = store
-        .registry()
-        .unwrap()
-        .into_iter()
-        .filter(|e| e.last_read_at.is_some())
-        .collect();
-    assert_eq!(read.len() as u64, reads);
-    let smallest_read = read
-        .iter()
-        .map(|e| e.leaderboard_value.clone().unwrap())
-        .min()
-        .unwrap();
-    let unread_biggest = store
-        .registry()
-        .unwrap()
-        .into_iter()
-        .filter(|e| e.last_read_at.is_none())
-        .filter_map(|e| e.leaderboard_value)
-        .max();
-    if let Some(u) = unread_biggest {
-        assert!(
-            u <= smallest_read,
-            "{u} unread while {smallest_read} was read"
-        );
+    // Bigger wallets first within a tier (the tiers share the requests, so a
+    // fish may be read while a shark waits, never a smaller shark): in each
+    // size band of the leaderboard value, no wallet is unread while a smaller
+    // one was read.
+    let registry = store.registry().unwrap();
+    let read = registry.iter().filter(|e| e.last_read_at.is_some()).count();
+    assert_eq!(read as u64, reads);
+    let band = |v: &market_model::Decimal| {
+        [1_000_000i64, 100_000, 10_000]
+            .iter()
+            .position(|&min| v.0 >= min)
+            .unwrap_or(3)
+    };
+    for b in 0..4 {
+        let in_band = |read: bool| {
+            registry
+                .iter()
+                .filter(move |e| e.last_read_at.is_some() == read)
+                .filter_map(|e| e.leaderboard_value.clone())
+                .filter(move |v| band(v) == b)
+        };
+        if let (Some(smallest_read), Some(biggest_unread)) =
+            (in_band(true).min(), in_band(false).max())
+        {
+            assert!(
+                biggest_unread <= smallest_read,
+                "band {b}: {biggest_unread} unread while {smallest_read} was read"
+            );
+        }
     }
+    assert!(
+        registry
+            .iter()
+            .filter(|e| e.leaderboard_value.as_ref().is_some_and(|v| band(v) == 0))
+            .all(|e| e.last_read_at.is_some()),
+        "every whale was read"
+    );
     assert!(tracker.stats.publishes.load(Ordering::Relaxed) >= 1);
 }
 
