@@ -1,5 +1,6 @@
 //! The registry in memory and the scheduler that decides which wallet to
-//! read next: by size tier first, then by due time.
+//! read next: the tiers share the requests (most to the whales), and within
+//! a tier the earliest due, then the largest, goes first.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -10,9 +11,10 @@ use market_model::Decimal;
 use market_store::{DiscoverySource, RegistryEntry};
 use time::{Duration, OffsetDateTime};
 
-/// Refresh tiers, from the most to the least valuable. A reader always takes
-/// a due wallet of the highest tier that has one, so when the budget is
-/// short the small and empty wallets wait, never the whales.
+/// Refresh tiers, from the most to the least valuable. While several tiers
+/// have due wallets each gets its share of the requests
+/// ([`Intervals::share`]), so when the budget is short the whales get most of
+/// it and the smaller tiers still progress.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Tier {
     /// Exposure of 1,000,000 USD or more.
