@@ -184,11 +184,6 @@ pub struct Schedule {
     unsaved: HashSet<String>,
 }
 
-/// The dex part of a coin name (`xyz:TSLA` → `xyz`; main-dex coins → `""`).
-pub fn dex_of(coin: &str) -> &str {
-    coin.split_once(':').map_or("", |(dex, _)| dex)
-}
-
 impl Schedule {
     /// A schedule over the persisted registry. Wallets never read are due at once.
     pub fn new(cfg: Intervals, entries: Vec<RegistryEntry>, now: OffsetDateTime) -> Self {
@@ -327,7 +322,7 @@ impl Schedule {
                     t.entry.traded_notional = cents(decayed + notional.max(0.0));
                     t.entry.last_trade_at = Some(t.entry.last_trade_at.map_or(at, |l| l.max(at)));
                     t.entry.empty_reads = 0;
-                    let dex = dex_of(&coin);
+                    let dex = market_model::symbol::dex_of(&coin).unwrap_or("");
                     if !dex.is_empty() && !t.entry.dexes.iter().any(|d| d == dex) {
                         t.entry.dexes.push(dex.to_owned());
                         t.entry.dexes.sort();

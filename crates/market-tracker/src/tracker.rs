@@ -19,6 +19,7 @@ use market_ingest::scan::{
 };
 use market_ingest::source::{AssetCtx, AssetMeta, MetaAndAssetCtxs, PerpDex};
 use market_ingest::{mapping, ScanConfig, WalletEntry};
+use market_model::timestamp::now_seconds;
 use market_model::{
     Candle, Coverage, Decimal, Interval, LiquidityDay, MarketPosition, SizeClass, NETWORK_ID,
 };
@@ -130,11 +131,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn now_s() -> OffsetDateTime {
-    let now = OffsetDateTime::now_utc();
-    now.replace_millisecond(0).unwrap_or(now)
-}
-
 /// Why `track` could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum TrackError {
@@ -151,7 +147,7 @@ impl Tracker {
         source: Box<dyn InfoSource + Send>,
         stop: Arc<AtomicBool>,
     ) -> Result<Self, TrackError> {
-        let now = now_s();
+        let now = now_seconds();
         let entries = store.registry()?;
         log::info!("registry: {} wallets", entries.len());
         let mut schedule = Schedule::new(cfg.intervals.clone(), entries, now);
@@ -392,7 +388,7 @@ impl Tracker {
                 .unwrap_or_else(|p| p.into_inner())
                 .dexes
                 .clone();
-            let job = lock(&self.schedule).next_due(now_s(), &dexes);
+            let job = lock(&self.schedule).next_due(now_seconds(), &dexes);
             let Some(job) = job else {
                 self.nap(Duration::from_millis(200));
                 continue;
@@ -403,7 +399,7 @@ impl Tracker {
 
     fn read(&self, fetcher: &Fetcher<'_>, job: &ReadJob) {
         let marks = self.marks.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let now = now_s();
+        let now = now_seconds();
         match observe_wallet(fetcher, &job.address, &job.dexes, &marks, now) {
             Ok(obs) => {
                 self.stats.reads_ok.fetch_add(1, Ordering::Relaxed);
@@ -478,7 +474,7 @@ impl Tracker {
                 .keys()
                 .cloned()
                 .collect();
-            let now = now_s();
+            let now = now_seconds();
             let hour = now.unix_timestamp() / 3600;
             // Spread over the hour: one request every 10 s at most, fewer
             // when there are fewer than 360 markets.
@@ -519,7 +515,7 @@ impl Tracker {
             self.set_marks(&q);
         }
         while !self.stopped() {
-            let now = now_s();
+            let now = now_seconds();
             {
                 let mut schedule = lock(&self.schedule);
                 for d in rx.try_iter() {
@@ -566,7 +562,7 @@ impl Tracker {
 
     fn publish(&self, fetcher: &Fetcher<'_>, p: &mut Publisher) {
         let started = Instant::now();
-        let now = now_s();
+        let now = now_seconds();
         let quotes = match self.quotes(fetcher) {
             Ok(q) => q,
             Err(e) => {
