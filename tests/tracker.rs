@@ -278,6 +278,54 @@ async fn track_discovers_serves_survives_kill_and_reconnects() {
         coverage["markets"].as_array().unwrap().len() == 4,
         "{coverage}"
     );
+
+    // The running server applied the publishes as changes; it answers byte
+    // for byte like a server that loads the same version whole.
+    drop(_track);
+    let last = store.latest_snapshot().unwrap().unwrap().version;
+    wait_until(
+        "the server on the last version",
+        Duration::from_secs(5),
+        || {
+            let app = &app;
+            async move { app.state.snapshot().version == last }
+        },
+    )
+    .await;
+    let (applied, _) = app.state.reloads();
+    assert!(applied >= 3, "publishes applied as changes: {applied}");
+    let fresh = start_app(
+        Backend::Sqlite,
+        TestDatabase::Sqlite {
+            url: db.clone(),
+            _dir: tempfile::tempdir().unwrap(),
+        },
+        PoolOptions::default(),
+    )
+    .await;
+    assert_eq!(fresh.state.snapshot().version, last);
+    assert_eq!(fresh.state.reloads(), (0, 1));
+    let mut paths = vec![
+        format!("{NET}/markets"),
+        format!("{NET}/coverage"),
+        format!("{NET}/wallets?limit=200"),
+        format!("{NET}/wallets?limit=7&sort=totalPositionValue&order=asc"),
+        format!("{NET}/wallets?size=whale&direction=long&sort=netPnl"),
+        format!("{NET}/wallets?size=shrimp&sort=roi&order=asc"),
+    ];
+    for symbol in ["BTC", "ETH", "SOL", "xyz:TSLA"] {
+        for filter in ["", "&direction=long", "&direction=short"] {
+            paths.push(format!(
+                "{NET}/markets/{symbol}/whale-positions?limit=200{filter}"
+            ));
+        }
+        paths.push(format!("{NET}/markets/{symbol}"));
+    }
+    for path in &paths {
+        let (status, body) = app.get_raw(path).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        assert_eq!(body, fresh.get_raw(path).await.1, "{path}");
+    }
 }
 
 fn library_tracker(

@@ -1,12 +1,13 @@
 //! Shared state: the store, the served snapshot and the token cache.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use market_engine::{Materialized, Snapshot};
+use market_engine::{Changes, Materialized, Snapshot};
 use market_store::{Store, StoreError, TokenRecord, UsageRow};
 use time::OffsetDateTime;
 
@@ -34,6 +35,8 @@ pub struct AppState {
     usage: Mutex<UsageBuffer>,
     pages: Mutex<PageCache>,
     rendering: Mutex<HashMap<(i64, String), RenderSlot>>,
+    /// Data versions served by applying their changes, and by loading them whole.
+    reloads: [AtomicU64; 2],
 }
 
 /// A page being rendered: the first request fills it, the others wait on it.
@@ -154,6 +157,7 @@ impl AppState {
             usage: Mutex::new(UsageBuffer::default()),
             pages: Mutex::new(PageCache::new(PAGE_CACHE_BYTES)),
             rendering: Mutex::new(HashMap::new()),
+            reloads: Default::default(),
         });
         state.reload()?;
         Ok(state)
@@ -163,6 +167,16 @@ impl AppState {
     /// response never mixes two versions.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot.load_full()
+    }
+
+    /// How many data versions this server applied as changes, and how many
+    /// it loaded whole, since it started.
+    pub fn reloads(&self) -> (u64, u64) {
+        let [applied, whole] = &self.reloads;
+        (
+            applied.load(Ordering::Relaxed),
+            whole.load(Ordering::Relaxed),
+        )
     }
 
     /// Sets the bound of the rendered-page cache (0 disables it).
@@ -231,32 +245,73 @@ impl AppState {
         drop(evicted);
     }
 
-    /// Loads the newest data version if it differs from the served one.
+    /// Serves the newest data version if it differs from the served one:
+    /// applies its changes to the served snapshot when the store can read
+    /// them as changes (a publish of `track`), else loads it whole.
     /// Returns whether the snapshot changed.
     pub fn reload(&self) -> Result<bool, StoreError> {
         let Some(meta) = self.store.latest_snapshot()? else {
             return Ok(false);
         };
-        if meta.version == self.snapshot.load().version {
+        let current = self.snapshot.load_full();
+        if meta.version == current.version {
             return Ok(false);
         }
         let started = Instant::now();
-        let loaded = self.store.load_snapshot(&meta)?;
+        let cpu = process_cpu();
+        // A change of more than half the wallets (a scan, a re-seed) is
+        // cheaper to load whole than to merge.
+        let changes = if current.version > 0 {
+            self.store
+                .load_changes(current.version, &meta, current.wallet_count() / 2 + 1000)?
+        } else {
+            None
+        };
         let read_ms = started.elapsed().as_millis();
-        let snapshot = Snapshot::build(
-            meta.version,
-            Materialized {
-                observed_at: meta.observed_at,
-                markets: loaded.markets,
-                wallets: loaded.wallets,
-                positions: loaded.positions,
-                current_days: loaded.current_days,
-                freshness: loaded.freshness,
-            },
-        );
+        self.reloads[usize::from(changes.is_none())].fetch_add(1, Ordering::Relaxed);
+        let (snapshot, how) = match changes {
+            Some(c) => {
+                let how = format!(
+                    "applied {} changed and {} removed wallets to version {}",
+                    c.wallets.len(),
+                    c.removed.len(),
+                    current.version
+                );
+                let next = current.apply(
+                    meta.version,
+                    Changes {
+                        observed_at: meta.observed_at,
+                        markets: c.markets,
+                        current_days: c.current_days,
+                        coverage: c.coverage,
+                        wallets: c.wallets,
+                        positions: c.positions,
+                        removed: c.removed,
+                    },
+                );
+                (next, how)
+            }
+            None => {
+                let loaded = self.store.load_snapshot(&meta)?;
+                let next = Snapshot::build(
+                    meta.version,
+                    Materialized {
+                        observed_at: meta.observed_at,
+                        markets: loaded.markets,
+                        wallets: loaded.wallets,
+                        positions: loaded.positions,
+                        current_days: loaded.current_days,
+                        freshness: loaded.freshness,
+                    },
+                );
+                (next, "loaded whole".to_owned())
+            }
+        };
+        drop(current);
         let (positions, wallets) = snapshot.counts();
-        let rendered_mib = snapshot.heap_bytes() >> 20;
+        let assets = snapshot.asset_count();
         let previous = self.snapshot.swap(Arc::new(snapshot));
+        let ready_ms = started.elapsed().as_millis();
         // The previous version is freed here, not by whichever request
         // happens to hold the last reference: freeing a few hundred MB on a
         // worker thread would stall the requests queued behind it.
@@ -274,17 +329,24 @@ impl AppState {
         let retire = Instant::now();
         drop(previous);
         let freed_ms = retire.elapsed().as_millis();
-        release_free_memory();
+        if how == "loaded whole" {
+            // A whole load freed its rows and model structs (several hundred
+            // MB); an applied change frees little, and mostly large blocks
+            // that go back to the OS by themselves.
+            release_free_memory();
+        }
+        // Everything the new version cost, freeing the old one included
+        // (and whatever the workers served meanwhile).
+        let cpu_ms = process_cpu().zip(cpu).map(|(b, a)| (b - a).as_millis());
         log::debug!(
             "retired the previous version after {} ms: freed in {freed_ms} ms, trimmed in {} ms",
             retire.duration_since(waited).as_millis(),
             retire.elapsed().as_millis() - freed_ms
         );
         log::info!(
-            "serving data version {} ({} markets, {positions} positions, {wallets} wallets; {rendered_mib} MiB rendered; read in {read_ms} ms, ready in {} ms)",
+            "serving data version {} ({assets} markets, {positions} positions, {wallets} wallets): {how}; read in {read_ms} ms, ready in {ready_ms} ms, process CPU {} ms",
             meta.version,
-            self.snapshot.load().asset_count(),
-            started.elapsed().as_millis()
+            cpu_ms.map_or("?".to_owned(), |ms| ms.to_string()),
         );
         Ok(true)
     }
@@ -364,6 +426,16 @@ pub fn tune_allocator() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
+}
+
+/// CPU time of the whole process so far (user and system, from
+/// `/proc/self/stat`, in clock ticks of 10 ms), where the system has it.
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
 }
 
 /// Hands the heap pages freed by a reload back to the OS. The loaded rows

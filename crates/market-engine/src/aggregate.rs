@@ -842,7 +842,7 @@ pub(crate) mod tests {
         s.parse().unwrap()
     }
 
-    fn quote(symbol: &str, price: &str) -> Quote {
+    pub(crate) fn quote(symbol: &str, price: &str) -> Quote {
         Quote {
             symbol: symbol.into(),
             price: d(price),

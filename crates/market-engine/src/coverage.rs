@@ -80,6 +80,21 @@ fn share(covered: &BigDecimal, total: &BigDecimal) -> Option<Decimal> {
         .then(|| Decimal((covered / total).with_scale_round(4, RoundingMode::HalfUp)))
 }
 
+/// The coverage report of a materialized version: with the writer's
+/// freshness of its tracked wallets when it has one, else the freshness of
+/// the served wallets.
+pub fn coverage_of(m: &crate::aggregate::Materialized) -> NetworkCoverage {
+    let freshness = m.freshness.clone().unwrap_or_else(|| {
+        wallet_freshness(
+            m.observed_at,
+            m.wallets
+                .iter()
+                .map(|w| (w.size_class, Some(w.observed_at))),
+        )
+    });
+    network_coverage(m.observed_at, &m.markets, &m.positions, freshness)
+}
+
 /// The coverage report of one data version. `markets` and `positions` are the
 /// version's; positions of unknown markets are ignored.
 pub fn network_coverage(

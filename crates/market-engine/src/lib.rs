@@ -15,5 +15,6 @@ pub use aggregate::{
 };
 pub use buckets::{bucket_price, bucket_size_for_price};
 pub use snapshot::{
-    AssetLookup, ItemKey, JsonItems, KeyedPage, Page, PositionKey, Snapshot, WalletKey, WalletOrder,
+    AssetLookup, Changes, ItemKey, JsonItems, KeyedPage, Page, PositionKey, Snapshot, SortKey,
+    WalletKey, WalletOrder,
 };

@@ -1,22 +1,28 @@
-//! One materialized data version, indexed and rendered for serving.
+//! One data version, indexed and rendered for serving, and patched instead
+//! of rebuilt when a writer changed a few wallets.
 //!
 //! Every item (market, position, wallet, current liquidity day) is rendered
-//! to JSON once per version, and every documented order is precomputed. A page
-//! request is then a binary search for the cursor plus copying bytes that are
-//! already rendered: no request sorts, filters, aggregates or formats a decimal.
-//! The model structs of positions and wallets are dropped after rendering (the
-//! rendered bytes are about a third of their size); keyset keys are read back
-//! from the rendered bytes.
+//! to JSON once, when it enters the served data, and every documented order
+//! is kept as a sorted list. A page request is then a binary search for the
+//! cursor plus copying bytes that are already rendered: no request sorts,
+//! filters, aggregates or formats a decimal.
+//!
+//! Positions and wallets are shared between versions (`Arc`): applying a
+//! publish ([`Snapshot::apply`]) renders only the wallets it changed and
+//! their positions, and merges them into the sorted lists of the served
+//! version. Sort keys are kept typed beside each rendered item
+//! ([`SortKey`]); nothing is parsed back out of JSON.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::ops::Range;
+use std::sync::Arc;
 
+use bigdecimal::num_bigint::BigInt;
 use bigdecimal::num_traits::ToPrimitive;
 use bigdecimal::BigDecimal;
 use market_model::{
-    Coverage, Direction, Market, MarketList, MarketPosition, MarketSort, SizeClass, SortOrder,
-    Wallet, WalletDirection, WalletSort,
+    Coverage, Direction, LiquidityDay, Market, MarketList, MarketPosition, MarketSort,
+    NetworkCoverage, SizeClass, SortOrder, Wallet, WalletDirection, WalletSort,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -56,8 +62,27 @@ pub struct WalletOrder {
     pub direction: Option<Direction>,
 }
 
-/// JSON items rendered back to back, each followed by a comma, so that a run
-/// of consecutive items is one slice.
+/// Everything that changed from one data version to the next, as a writer
+/// that rewrites whole wallets (`track`) stored it.
+#[derive(Clone, Debug)]
+pub struct Changes {
+    /// When the new version was observed.
+    pub observed_at: OffsetDateTime,
+    /// Every market of the new version (they are per asset and small).
+    pub markets: Vec<Market>,
+    /// The `current` liquidity day of every market of the new version.
+    pub current_days: Vec<LiquidityDay>,
+    /// The new version's coverage report, as its writer computed it.
+    pub coverage: NetworkCoverage,
+    /// Wallets that are new or changed, whole.
+    pub wallets: Vec<Wallet>,
+    /// Every position of those wallets (label and tags filled in).
+    pub positions: Vec<MarketPosition>,
+    /// Addresses of wallets that are no longer served.
+    pub removed: Vec<String>,
+}
+
+/// JSON items rendered back to back, each followed by a comma.
 #[derive(Debug, Default)]
 pub struct JsonItems {
     bytes: Vec<u8>,
@@ -66,15 +91,6 @@ pub struct JsonItems {
 }
 
 impl JsonItems {
-    fn with_capacity(items: usize, bytes: usize) -> JsonItems {
-        let mut starts = Vec::with_capacity(items + 1);
-        starts.push(0);
-        JsonItems {
-            bytes: Vec::with_capacity(bytes),
-            starts,
-        }
-    }
-
     /// Renders `item` after the last one and returns its index.
     fn push<T: Serialize>(&mut self, item: &T) -> usize {
         if self.starts.is_empty() {
@@ -84,11 +100,6 @@ impl JsonItems {
         self.bytes.push(b',');
         self.starts.push(self.bytes.len());
         self.starts.len() - 2
-    }
-
-    fn shrink_to_fit(&mut self) {
-        self.bytes.shrink_to_fit();
-        self.starts.shrink_to_fit();
     }
 
     /// Number of items.
@@ -110,70 +121,12 @@ impl JsonItems {
     pub fn item(&self, i: usize) -> &[u8] {
         &self.bytes[self.starts[i]..self.starts[i + 1] - 1]
     }
-
-    /// Items `range`, joined by commas (empty for an empty range).
-    pub fn run(&self, range: Range<usize>) -> &[u8] {
-        if range.is_empty() {
-            return &[];
-        }
-        &self.bytes[self.starts[range.start]..self.starts[range.end] - 1]
-    }
-
-    /// Where `text` (a JSON string literal, quotes included) is the value of
-    /// `field` in item `i`: the span of the text without its quotes.
-    fn span(&self, i: usize, field: &FieldFinder, text: &str) -> Span {
-        let item = self.item(i);
-        let mut from = 0;
-        loop {
-            let at = from
-                + field
-                    .0
-                    .find(&item[from..])
-                    .expect("a rendered item contains its own fields");
-            let value = at + field.0.needle().len();
-            if item[value..].starts_with(text.as_bytes()) {
-                return Span {
-                    at: (value + 1) as u32,
-                    len: (text.len() - 2) as u32,
-                };
-            }
-            from = at + 1;
-        }
-    }
-
-    /// The text of `span` in item `i`.
-    fn text(&self, i: usize, span: Span) -> &str {
-        let start = self.starts[i] + span.at as usize;
-        std::str::from_utf8(&self.bytes[start..start + span.len as usize])
-            .expect("spans cover ASCII")
-    }
-}
-
-/// Finds `"field":` in rendered items (built once per field, not per item).
-struct FieldFinder(memchr::memmem::Finder<'static>);
-
-impl FieldFinder {
-    fn new(field: &str) -> FieldFinder {
-        FieldFinder(memchr::memmem::Finder::new(format!("\"{field}\":").as_bytes()).into_owned())
-    }
-}
-
-/// Where a key's text sits inside one rendered item.
-#[derive(Clone, Copy, Debug)]
-struct Span {
-    at: u32,
-    len: u32,
-}
-
-/// The JSON string literal of a value that serializes as a string.
-fn json_string<T: Serialize>(value: &T) -> String {
-    serde_json::to_string(value).expect("model types serialize")
 }
 
 /// A page of rendered items.
 #[derive(Debug)]
 pub struct Page<'a> {
-    /// Rendered fragments; joined with commas they are the page's items, in order.
+    /// Rendered items, in order; joined with commas they are the page's items.
     pub parts: Vec<&'a [u8]>,
     /// Number of items.
     pub len: usize,
@@ -209,192 +162,11 @@ pub enum AssetLookup {
     Ambiguous(Vec<String>),
 }
 
-/// The positions of one market: a contiguous run in position order, plus the
-/// long and short subsets.
-#[derive(Debug, Default)]
-struct AssetPositions {
-    all: Range<usize>,
-    long: Vec<u32>,
-    short: Vec<u32>,
-}
-
-/// Keys of one rendered wallet: its address and the value of every sort key
-/// (in [`WalletSort::ALL`] order; `None` for null).
-#[derive(Debug)]
-struct WalletKeys {
-    address: Span,
-    values: [Option<Span>; 5],
-}
-
-/// One immutable, indexed data version.
-#[derive(Debug)]
-pub struct Snapshot {
-    /// Data version (monotonic).
-    pub version: i64,
-    /// When the scan behind this version was observed.
-    pub observed_at: OffsetDateTime,
-    markets: Vec<Market>,
-    market_json: JsonItems,
-    by_symbol: HashMap<String, usize>,
-    by_canonical: HashMap<String, Vec<usize>>,
-    /// The whole `MarketList` body per order.
-    market_lists: HashMap<(MarketSort, SortOrder), Vec<u8>>,
-    /// By market index, then value descending, then address.
-    positions: JsonItems,
-    /// (positionValue, address) of each position.
-    position_keys: Vec<[Span; 2]>,
-    asset_positions: Vec<AssetPositions>,
-    /// By address.
-    wallets: JsonItems,
-    wallet_keys: Vec<WalletKeys>,
-    wallet_orders: HashMap<WalletOrder, Vec<u32>>,
-    /// By market index (every market has its current day).
-    current_days: JsonItems,
-    current_day_symbols: Vec<String>,
-    /// The rendered `NetworkCoverage`.
-    coverage_json: Vec<u8>,
-}
-
-fn market_value(m: &Market, sort: MarketSort) -> &BigDecimal {
-    match sort {
-        MarketSort::Volume24h => &m.volume24h.0,
-        MarketSort::OpenInterest => &m.open_interest.0,
-        MarketSort::Change24hPct => &m.change24h_pct.0,
-        MarketSort::TotalLiquidationValue => &m.total_liquidation_value.0,
-    }
-}
-
-/// The value a wallet is sorted by under `sort`.
-pub fn wallet_value(w: &Wallet, sort: WalletSort) -> Option<&market_model::Decimal> {
-    match sort {
-        WalletSort::AccountTotalValue => Some(&w.account_total_value),
-        WalletSort::TotalPositionValue => Some(&w.total_position_value),
-        WalletSort::NetPnl => w.net_pnl.as_ref(),
-        WalletSort::Roi => w.roi.as_ref(),
-        WalletSort::WinRate => w.win_rate.as_ref(),
-    }
-}
-
-fn wallet_field(sort: WalletSort) -> &'static str {
-    match sort {
-        WalletSort::AccountTotalValue => "accountTotalValue",
-        WalletSort::TotalPositionValue => "totalPositionValue",
-        WalletSort::NetPnl => "netPnl",
-        WalletSort::Roi => "roi",
-        WalletSort::WinRate => "winRate",
-    }
-}
-
-fn sort_index(sort: WalletSort) -> usize {
-    WalletSort::ALL
-        .iter()
-        .position(|&s| s == sort)
-        .expect("every sort is listed")
-}
-
-/// Compares (value, address) keys in wallet-listing order: nulls last in
-/// both orders, then the value in `order`, then address ascending.
-fn cmp_wallet_keys(
-    a: (Option<&BigDecimal>, &str),
-    b: (Option<&BigDecimal>, &str),
-    order: SortOrder,
-) -> Ordering {
-    let by_value = match (a.0, b.0) {
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => Ordering::Equal,
-        (Some(x), Some(y)) => match order {
-            SortOrder::Asc => x.cmp(y),
-            SortOrder::Desc => y.cmp(x),
-        },
-    };
-    by_value.then_with(|| a.1.cmp(b.1))
-}
-
-/// Compares (value, address) keys in position order: value descending, then address.
-fn cmp_position_keys(a: (&BigDecimal, &str), b: (&BigDecimal, &str)) -> Ordering {
-    b.0.cmp(a.0).then_with(|| a.1.cmp(b.1))
-}
-
-fn direction_matches(w: WalletDirection, d: Option<Direction>) -> bool {
-    match d {
-        None => true,
-        Some(Direction::Long) => w == WalletDirection::Long,
-        Some(Direction::Short) => w == WalletDirection::Short,
-    }
-}
-
-/// A decimal with an exact fixed-point image (value × 10^18 as `i128`) when
-/// it has one, so sorting compares integers instead of big numbers.
-#[derive(Clone, Copy)]
-struct SortNum<'a> {
-    fixed: Option<i128>,
-    big: &'a BigDecimal,
-}
-
-impl<'a> SortNum<'a> {
-    fn new(big: &'a BigDecimal) -> SortNum<'a> {
-        let (int, scale) = big.as_bigint_and_scale();
-        let fixed = u32::try_from(18 - scale)
-            .ok()
-            .filter(|&shift| shift <= 36)
-            .and_then(|shift| int.to_i128()?.checked_mul(10i128.checked_pow(shift)?));
-        SortNum { fixed, big }
-    }
-
-    /// Numeric order (the fixed images order exactly like the values).
-    fn cmp(&self, other: &SortNum<'_>) -> Ordering {
-        match (self.fixed, other.fixed) {
-            (Some(a), Some(b)) => a.cmp(&b),
-            _ => self.big.cmp(other.big),
-        }
-    }
-}
-
-/// Parses a key span back (it was rendered from a decimal).
-fn parse_key(text: &str) -> BigDecimal {
-    text.parse().expect("rendered decimals parse")
-}
-
-/// Dense ranks of `values` in ascending order (equal values share a rank);
-/// `None` for null values.
-fn dense_ranks<T>(values: &[Option<T>], cmp: impl Fn(&T, &T) -> Ordering) -> Vec<Option<u32>> {
-    let mut idx: Vec<u32> = (0..values.len() as u32)
-        .filter(|&i| values[i as usize].is_some())
-        .collect();
-    let get = |i: u32| values[i as usize].as_ref().expect("filtered to values");
-    idx.sort_unstable_by(|&a, &b| cmp(get(a), get(b)));
-    let mut ranks = vec![None; values.len()];
-    let mut rank = 0u32;
-    for (k, &i) in idx.iter().enumerate() {
-        if k > 0 && cmp(get(idx[k - 1]), get(i)) != Ordering::Equal {
-            rank += 1;
-        }
-        ranks[i as usize] = Some(rank);
-    }
-    ranks
-}
-
-/// Binary search over `len` sorted items: the first index whose item is not
-/// `<=` the key (`le(i)` tells whether item `i` sorts at or before the key).
-fn partition(len: usize, le: impl Fn(usize) -> bool) -> usize {
-    let (mut lo, mut hi) = (0, len);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if le(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
-
 /// The keys of a page's last item, for the next cursor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ItemKey<'a> {
-    /// The sort value as rendered (`None` when it is null).
-    pub value: Option<&'a str>,
+    /// The sort value in plain notation, exactly as rendered (`None` when null).
+    pub value: Option<String>,
     /// The address.
     pub address: &'a str,
 }
@@ -408,178 +180,320 @@ pub struct KeyedPage<'a> {
     pub last: Option<ItemKey<'a>>,
 }
 
-struct PositionsPart {
-    positions: JsonItems,
-    position_keys: Vec<[Span; 2]>,
-    asset_positions: Vec<AssetPositions>,
+/// An exact decimal sort key: the decimal's own integer and scale, inline
+/// when the integer fits an `i64` (nearly every price and value), so that
+/// comparing two keys is integer arithmetic.
+#[derive(Clone, Debug)]
+pub enum SortKey {
+    /// `mantissa × 10^−scale`.
+    Small {
+        /// The unscaled integer.
+        mantissa: i64,
+        /// Digits after the decimal point.
+        scale: i16,
+    },
+    /// Anything larger.
+    Big(Box<BigDecimal>),
 }
 
-struct WalletsPart {
-    wallets: JsonItems,
-    wallet_keys: Vec<WalletKeys>,
-    wallet_orders: HashMap<WalletOrder, Vec<u32>>,
-}
-
-fn build_positions(
-    positions: Vec<MarketPosition>,
-    by_symbol: &HashMap<String, usize>,
-    markets: usize,
-) -> PositionsPart {
-    // Positions of unknown assets cannot be reached through any market; skip them.
-    let market_of: Vec<Option<usize>> = positions
-        .iter()
-        .map(|p| by_symbol.get(&p.symbol).copied())
-        .collect();
-    let values: Vec<SortNum<'_>> = positions
-        .iter()
-        .map(|p| SortNum::new(&p.position_value.0))
-        .collect();
-    let mut order: Vec<u32> = (0..positions.len() as u32)
-        .filter(|&i| market_of[i as usize].is_some())
-        .collect();
-    // By market, then value descending, then address (`cmp_position_keys`).
-    order.sort_unstable_by(|&a, &b| {
-        let (a, b) = (a as usize, b as usize);
-        market_of[a]
-            .cmp(&market_of[b])
-            .then_with(|| values[b].cmp(&values[a]))
-            .then_with(|| positions[a].address.cmp(&positions[b].address))
-    });
-    drop(values);
-    let mut json = JsonItems::with_capacity(order.len(), order.len() * 400);
-    let mut keys = Vec::with_capacity(order.len());
-    let mut assets: Vec<AssetPositions> = (0..markets).map(|_| AssetPositions::default()).collect();
-    let (value_field, address_field) = (
-        FieldFinder::new("positionValue"),
-        FieldFinder::new("address"),
-    );
-    for &i in &order {
-        let p = &positions[i as usize];
-        let k = json.push(p);
-        keys.push([
-            json.span(k, &value_field, &json_string(&p.position_value)),
-            json.span(k, &address_field, &json_string(&p.address)),
-        ]);
-        let a = &mut assets[market_of[i as usize].expect("filtered to known markets")];
-        if a.all.is_empty() {
-            a.all = k..k;
-        }
-        a.all.end = k + 1;
-        match p.direction {
-            Direction::Long => a.long.push(k as u32),
-            Direction::Short => a.short.push(k as u32),
+impl SortKey {
+    /// The key of `value` (same integer, same scale).
+    pub fn new(value: &BigDecimal) -> SortKey {
+        let (int, scale) = value.as_bigint_and_scale();
+        match (int.to_i64(), i16::try_from(scale)) {
+            (Some(mantissa), Ok(scale)) => SortKey::Small { mantissa, scale },
+            _ => SortKey::Big(Box::new(value.clone())),
         }
     }
-    drop(positions);
-    json.shrink_to_fit();
-    for a in &mut assets {
-        a.long.shrink_to_fit();
-        a.short.shrink_to_fit();
+
+    /// The decimal, with the scale it was made from.
+    pub fn to_big(&self) -> BigDecimal {
+        match self {
+            SortKey::Small { mantissa, scale } => {
+                BigDecimal::new(BigInt::from(*mantissa), i64::from(*scale))
+            }
+            SortKey::Big(big) => (**big).clone(),
+        }
     }
-    PositionsPart {
-        positions: json,
-        position_keys: keys,
-        asset_positions: assets,
+
+    /// The plain-notation text, as the item's JSON renders it.
+    pub fn text(&self) -> String {
+        self.to_big().to_plain_string()
     }
 }
 
-fn build_wallets(mut wallets: Vec<Wallet>) -> WalletsPart {
-    if !wallets.is_sorted_by(|a, b| a.address <= b.address) {
-        wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
-    }
-    let mut json = JsonItems::with_capacity(wallets.len(), wallets.len() * 480);
-    let mut keys = Vec::with_capacity(wallets.len());
-    let address_field = FieldFinder::new("address");
-    let sort_fields: Vec<FieldFinder> = WalletSort::ALL
-        .iter()
-        .map(|&sort| FieldFinder::new(wallet_field(sort)))
-        .collect();
-    for w in &wallets {
-        let k = json.push(w);
-        let address = json.span(k, &address_field, &json_string(&w.address));
-        let values = std::array::from_fn(|s| {
-            let sort = WalletSort::ALL[s];
-            wallet_value(w, sort).map(|v| json.span(k, &sort_fields[s], &json_string(v)))
-        });
-        keys.push(WalletKeys { address, values });
-    }
-    json.shrink_to_fit();
-
-    // Wallets are in address order, so "then address ascending" is "then index".
-    let mut wallet_orders = HashMap::new();
-    for &sort in WalletSort::ALL {
-        let values: Vec<Option<SortNum<'_>>> = wallets
-            .iter()
-            .map(|w| wallet_value(w, sort).map(|d| SortNum::new(&d.0)))
-            .collect();
-        let ranks = dense_ranks(&values, SortNum::cmp);
-        let top = ranks.iter().flatten().max().copied().unwrap_or(0);
-        for order in [SortOrder::Asc, SortOrder::Desc] {
-            let key = |i: u32| -> u64 {
-                let rank = match (ranks[i as usize], order) {
-                    (None, _) => u64::from(u32::MAX),
-                    (Some(r), SortOrder::Asc) => u64::from(r),
-                    (Some(r), SortOrder::Desc) => u64::from(top - r),
+impl Ord for SortKey {
+    fn cmp(&self, other: &SortKey) -> Ordering {
+        if let (
+            SortKey::Small {
+                mantissa: a,
+                scale: sa,
+            },
+            SortKey::Small {
+                mantissa: b,
+                scale: sb,
+            },
+        ) = (self, other)
+        {
+            if sa == sb {
+                return a.cmp(b);
+            }
+            // At the larger scale both fit an i128 while the shift is at most
+            // 19 digits (|mantissa| < 2^63, 10^19 × 2^63 < 2^127).
+            let shift = (i32::from(*sa) - i32::from(*sb)).unsigned_abs();
+            if shift <= 19 {
+                let pow = 10i128.pow(shift);
+                let (a, b) = (i128::from(*a), i128::from(*b));
+                return if sa > sb {
+                    a.cmp(&(b * pow))
+                } else {
+                    (a * pow).cmp(&b)
                 };
-                (rank << 32) | u64::from(i)
-            };
-            let mut all: Vec<u32> = (0..wallets.len() as u32).collect();
-            all.sort_unstable_by_key(|&i| key(i));
-            for size in [
-                None,
-                Some(SizeClass::Shrimp),
-                Some(SizeClass::Shark),
-                Some(SizeClass::Whale),
-            ] {
-                for direction in [None, Some(Direction::Long), Some(Direction::Short)] {
-                    let mut filtered: Vec<u32> = all
-                        .iter()
-                        .copied()
-                        .filter(|&i| {
-                            let w = &wallets[i as usize];
-                            size.is_none_or(|s| w.size_class == s)
-                                && direction_matches(w.direction, direction)
-                        })
-                        .collect();
-                    filtered.shrink_to_fit();
-                    wallet_orders.insert(
-                        WalletOrder {
-                            sort,
-                            order,
-                            size,
-                            direction,
-                        },
-                        filtered,
-                    );
-                }
             }
         }
-    }
-    WalletsPart {
-        wallets: json,
-        wallet_keys: keys,
-        wallet_orders,
+        self.to_big().cmp(&other.to_big())
     }
 }
 
-// `WalletKeys::values` holds one entry per sort key.
+impl PartialOrd for SortKey {
+    fn partial_cmp(&self, other: &SortKey) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for SortKey {
+    fn eq(&self, other: &SortKey) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for SortKey {}
+
+/// A rendered position and its keys.
+#[derive(Debug)]
+struct PositionItem {
+    json: Box<[u8]>,
+    /// `positionValue`.
+    value: SortKey,
+    /// The wallet's slot in the version's wallet table (the address is there).
+    wallet: u32,
+    direction: Direction,
+}
+
+/// The positions of one market in page order (value descending, then
+/// address), and the long and short subsets as indexes into it.
+#[derive(Debug, Default)]
+struct MarketPositions {
+    all: Vec<Arc<PositionItem>>,
+    long: Vec<u32>,
+    short: Vec<u32>,
+}
+
+impl MarketPositions {
+    fn new(all: Vec<Arc<PositionItem>>) -> MarketPositions {
+        let (mut long, mut short) = (Vec::new(), Vec::new());
+        for (i, p) in all.iter().enumerate() {
+            match p.direction {
+                Direction::Long => long.push(i as u32),
+                Direction::Short => short.push(i as u32),
+            }
+        }
+        MarketPositions { all, long, short }
+    }
+}
+
+/// A rendered wallet and its keys.
+#[derive(Debug)]
+struct WalletItem {
+    json: Box<[u8]>,
+    address: Box<str>,
+    /// The address's first 16 bytes, big-endian: comparing two wallets'
+    /// addresses rarely needs more (and then not the string's memory).
+    prefix: u128,
+    /// The value of every sort key, in [`WalletSort::ALL`] order (`None`: null).
+    keys: [Option<SortKey>; 5],
+}
+
+// `WalletItem::keys` holds one entry per sort key.
 const _: () = assert!(WalletSort::ALL.len() == 5);
 
-impl Snapshot {
-    /// Indexes and renders a materialized version (positions and wallets on
-    /// two threads).
-    pub fn build(version: i64, data: Materialized) -> Snapshot {
-        let Materialized {
-            observed_at,
-            mut markets,
-            wallets,
-            positions,
-            mut current_days,
-            freshness,
-        } = data;
+impl WalletItem {
+    fn new(w: &Wallet) -> WalletItem {
+        WalletItem {
+            json: render(w),
+            address: w.address.as_str().into(),
+            prefix: address_prefix(&w.address),
+            keys: std::array::from_fn(|s| {
+                wallet_value(w, WalletSort::ALL[s]).map(|d| SortKey::new(&d.0))
+            }),
+        }
+    }
+
+    fn key(&self, sort: WalletSort) -> Option<&SortKey> {
+        self.keys[sort_index(sort)].as_ref()
+    }
+
+    /// Address order, the same as comparing the strings.
+    fn cmp_address(&self, other: &WalletItem) -> Ordering {
+        self.prefix
+            .cmp(&other.prefix)
+            .then_with(|| self.address.cmp(&other.address))
+    }
+}
+
+/// The first 16 bytes of `address`, big-endian, zero-padded: ordered like
+/// the strings whenever two prefixes differ.
+fn address_prefix(address: &str) -> u128 {
+    let mut bytes = [0u8; 16];
+    let n = address.len().min(16);
+    bytes[..n].copy_from_slice(&address.as_bytes()[..n]);
+    u128::from_be_bytes(bytes)
+}
+
+/// The wallets of a version: a slot table (slots are stable while a wallet
+/// is served, so lists can name wallets by slot), the address order and
+/// every documented listing order.
+#[derive(Debug, Default)]
+struct Wallets {
+    slots: Vec<Option<Arc<WalletItem>>>,
+    /// Empty slots, reused by the next wallets added.
+    free: Vec<u32>,
+    /// Slots by address.
+    by_address: Vec<u32>,
+    /// Slots in every listing order: per (sort, order), one list per filter
+    /// (indexed by [`filter_index`]).
+    orders: HashMap<(WalletSort, SortOrder), Vec<Vec<u32>>>,
+    /// Per slot, what the filters test ([`filter_flags`]), kept dense so
+    /// that deriving the filtered lists touches no wallet item.
+    flags: Vec<u8>,
+}
+
+impl Wallets {
+    fn item(&self, slot: u32) -> &WalletItem {
+        self.slots[slot as usize]
+            .as_deref()
+            .expect("lists name only occupied slots")
+    }
+
+    fn address(&self, slot: u32) -> &str {
+        &self.item(slot).address
+    }
+
+    /// The slot of `address`.
+    fn find(&self, address: &str) -> Option<u32> {
+        let at = self
+            .by_address
+            .partition_point(|&s| self.address(s) < address);
+        self.by_address
+            .get(at)
+            .copied()
+            .filter(|&s| self.address(s) == address)
+    }
+
+    fn cmp_in(&self, a: u32, b: u32, sort: WalletSort, order: SortOrder) -> Ordering {
+        let (x, y) = (self.item(a), self.item(b));
+        cmp_values(x.key(sort), y.key(sort), order).then_with(|| x.cmp_address(y))
+    }
+
+    /// The list of `q`.
+    fn list(&self, q: &WalletOrder) -> &[u32] {
+        &self.orders[&(q.sort, q.order)][filter_index(q.size, q.direction)]
+    }
+}
+
+/// The filters of a wallet listing, in list order: no filter, then each
+/// size class; within each, no direction, long, then short.
+const FILTERS: usize = 12;
+
+fn filter_index(size: Option<SizeClass>, direction: Option<Direction>) -> usize {
+    let size = match size {
+        None => 0,
+        Some(SizeClass::Shrimp) => 1,
+        Some(SizeClass::Shark) => 2,
+        Some(SizeClass::Whale) => 3,
+    };
+    let direction = match direction {
+        None => 0,
+        Some(Direction::Long) => 1,
+        Some(Direction::Short) => 2,
+    };
+    size * 3 + direction
+}
+
+/// What the filters test of a wallet: its size class (1–3) and its net
+/// direction (1 long, 2 short, 0 neither), packed in a byte.
+fn filter_flags(w: &Wallet) -> u8 {
+    let size = filter_index(Some(w.size_class), None) / 3;
+    let direction = match w.direction {
+        WalletDirection::Long => 1,
+        WalletDirection::Short => 2,
+        _ => 0,
+    };
+    (size as u8) | (direction << 2)
+}
+
+/// The lists of every filter, from the unfiltered list, in one pass.
+fn filtered_lists(all: Vec<u32>, flags: &[u8]) -> Vec<Vec<u32>> {
+    let mut lists: Vec<Vec<u32>> = (0..FILTERS).map(|_| Vec::new()).collect();
+    for &s in &all {
+        let f = flags[s as usize];
+        let (size, direction) = (usize::from(f & 3), usize::from(f >> 2));
+        lists[size * 3].push(s);
+        if direction != 0 {
+            lists[direction].push(s);
+            lists[size * 3 + direction].push(s);
+        }
+    }
+    lists[0] = all;
+    for l in &mut lists {
+        l.shrink_to_fit();
+    }
+    lists
+}
+
+fn sort_orders() -> impl Iterator<Item = (WalletSort, SortOrder)> {
+    WalletSort::ALL
+        .iter()
+        .flat_map(|&sort| [SortOrder::Asc, SortOrder::Desc].map(|order| (sort, order)))
+}
+
+#[cfg(test)]
+fn wallet_filters() -> impl Iterator<Item = (Option<SizeClass>, Option<Direction>)> {
+    [
+        None,
+        Some(SizeClass::Shrimp),
+        Some(SizeClass::Shark),
+        Some(SizeClass::Whale),
+    ]
+    .into_iter()
+    .flat_map(|size| [None, Some(Direction::Long), Some(Direction::Short)].map(|d| (size, d)))
+}
+
+/// The per-asset part of a version, rebuilt whole by every version (a few
+/// hundred markets).
+#[derive(Debug)]
+struct MarketsPart {
+    markets: Vec<Market>,
+    market_json: JsonItems,
+    by_symbol: HashMap<String, usize>,
+    by_canonical: HashMap<String, Vec<usize>>,
+    /// The whole `MarketList` body per order.
+    market_lists: HashMap<(MarketSort, SortOrder), Vec<u8>>,
+    /// By market index (every market has its current day).
+    current_days: JsonItems,
+    current_day_symbols: Vec<String>,
+    /// The rendered `NetworkCoverage`.
+    coverage_json: Vec<u8>,
+}
+
+impl MarketsPart {
+    fn new(
+        mut markets: Vec<Market>,
+        mut current_days: Vec<LiquidityDay>,
+        coverage: &NetworkCoverage,
+    ) -> MarketsPart {
         markets.sort_by(|a, b| a.symbol.cmp(&b.symbol));
         current_days.sort_by(|a, b| a.network_asset_symbol.cmp(&b.network_asset_symbol));
-
         let by_symbol: HashMap<String, usize> = markets
             .iter()
             .enumerate()
@@ -591,23 +505,6 @@ impl Snapshot {
                 by_canonical.entry(coin.to_owned()).or_default().push(i);
             }
         }
-
-        let freshness = freshness.unwrap_or_else(|| {
-            crate::coverage::wallet_freshness(
-                observed_at,
-                wallets.iter().map(|w| (w.size_class, Some(w.observed_at))),
-            )
-        });
-        let coverage =
-            crate::coverage::network_coverage(observed_at, &markets, &positions, freshness);
-        let coverage_json = serde_json::to_vec(&coverage).expect("model types serialize");
-
-        let (positions, wallets) = std::thread::scope(|s| {
-            let positions = s.spawn(|| build_positions(positions, &by_symbol, markets.len()));
-            let wallets = build_wallets(wallets);
-            (positions.join().expect("building positions"), wallets)
-        });
-
         let mut market_json = JsonItems::default();
         for m in &markets {
             market_json.push(m);
@@ -636,98 +533,488 @@ impl Snapshot {
                 );
             }
         }
-
         let mut current_json = JsonItems::default();
         for d in &current_days {
             current_json.push(d);
         }
-        let current_day_symbols = current_days
-            .into_iter()
-            .map(|d| d.network_asset_symbol)
-            .collect();
-
-        Snapshot {
-            version,
-            observed_at,
+        MarketsPart {
             markets,
             market_json,
             by_symbol,
             by_canonical,
             market_lists,
-            positions: positions.positions,
-            position_keys: positions.position_keys,
-            asset_positions: positions.asset_positions,
-            wallets: wallets.wallets,
-            wallet_keys: wallets.wallet_keys,
-            wallet_orders: wallets.wallet_orders,
             current_days: current_json,
-            current_day_symbols,
-            coverage_json,
+            current_day_symbols: current_days
+                .into_iter()
+                .map(|d| d.network_asset_symbol)
+                .collect(),
+            coverage_json: serde_json::to_vec(coverage).expect("model types serialize"),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.market_json.heap_bytes()
+            + self.current_days.heap_bytes()
+            + self.market_lists.values().map(Vec::capacity).sum::<usize>()
+            + self.coverage_json.capacity()
+    }
+}
+
+/// One immutable, indexed data version.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// Data version (monotonic).
+    pub version: i64,
+    /// When the scan behind this version was observed.
+    pub observed_at: OffsetDateTime,
+    part: MarketsPart,
+    /// By market index.
+    positions: Vec<Arc<MarketPositions>>,
+    wallets: Wallets,
+}
+
+fn render<T: Serialize>(item: &T) -> Box<[u8]> {
+    serde_json::to_vec(item)
+        .expect("model types serialize")
+        .into_boxed_slice()
+}
+
+fn market_value(m: &Market, sort: MarketSort) -> &BigDecimal {
+    match sort {
+        MarketSort::Volume24h => &m.volume24h.0,
+        MarketSort::OpenInterest => &m.open_interest.0,
+        MarketSort::Change24hPct => &m.change24h_pct.0,
+        MarketSort::TotalLiquidationValue => &m.total_liquidation_value.0,
+    }
+}
+
+/// The value a wallet is sorted by under `sort`.
+pub fn wallet_value(w: &Wallet, sort: WalletSort) -> Option<&market_model::Decimal> {
+    match sort {
+        WalletSort::AccountTotalValue => Some(&w.account_total_value),
+        WalletSort::TotalPositionValue => Some(&w.total_position_value),
+        WalletSort::NetPnl => w.net_pnl.as_ref(),
+        WalletSort::Roi => w.roi.as_ref(),
+        WalletSort::WinRate => w.win_rate.as_ref(),
+    }
+}
+
+fn sort_index(sort: WalletSort) -> usize {
+    WalletSort::ALL
+        .iter()
+        .position(|&s| s == sort)
+        .expect("every sort is listed")
+}
+
+/// Compares (value, address) keys in wallet-listing order: nulls last in
+/// both orders, then the value in `order`, then address ascending.
+fn cmp_wallet_keys<K: Ord>(
+    a: (Option<K>, &str),
+    b: (Option<K>, &str),
+    order: SortOrder,
+) -> Ordering {
+    cmp_values(a.0, b.0, order).then_with(|| a.1.cmp(b.1))
+}
+
+/// The value part of [`cmp_wallet_keys`].
+fn cmp_values<K: Ord>(a: Option<K>, b: Option<K>, order: SortOrder) -> Ordering {
+    match (a, b) {
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+        (Some(x), Some(y)) => match order {
+            SortOrder::Asc => x.cmp(&y),
+            SortOrder::Desc => y.cmp(&x),
+        },
+    }
+}
+
+/// Compares (value, address) keys in position order: value descending, then address.
+fn cmp_position_keys<K: Ord>(a: (K, &str), b: (K, &str)) -> Ordering {
+    b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))
+}
+
+/// `old` without the entries `gone` marks, with `added` (sorted by `cmp`,
+/// which must order `old` too) merged in. Costs a copy of `old` plus a binary
+/// search per added entry, not a comparison per entry of `old`.
+fn patch_sorted<T: Clone>(
+    old: &[T],
+    gone: impl Fn(&T) -> bool,
+    added: &[T],
+    cmp: impl Fn(&T, &T) -> Ordering,
+) -> Vec<T> {
+    let kept: Vec<T> = old.iter().filter(|x| !gone(x)).cloned().collect();
+    if added.is_empty() {
+        return kept;
+    }
+    let mut at = Vec::with_capacity(added.len());
+    let mut from = 0;
+    for a in added {
+        from += kept[from..].partition_point(|x| cmp(x, a) == Ordering::Less);
+        at.push(from);
+    }
+    let mut out = Vec::with_capacity(kept.len() + added.len());
+    let mut next = added.iter().zip(at).peekable();
+    for (i, x) in kept.into_iter().enumerate() {
+        while let Some((a, _)) = next.next_if(|&(_, p)| p == i) {
+            out.push(a.clone());
+        }
+        out.push(x);
+    }
+    out.extend(next.map(|(a, _)| a.clone()));
+    out
+}
+
+/// Position items of `positions`, grouped by market index and sorted in page
+/// order (`same_value` orders the wallet slots of equal values by address);
+/// positions of unknown markets or wallets are left out.
+fn position_items(
+    positions: Vec<MarketPosition>,
+    by_symbol: &HashMap<String, usize>,
+    markets: usize,
+    slot_of: impl Fn(&str) -> Option<u32>,
+    same_value: impl Fn(u32, u32) -> Ordering,
+) -> Vec<Vec<Arc<PositionItem>>> {
+    let mut grouped: Vec<Vec<(SortKey, u32, Arc<PositionItem>)>> =
+        (0..markets).map(|_| Vec::new()).collect();
+    for p in positions {
+        let (Some(&m), Some(wallet)) = (by_symbol.get(&p.symbol), slot_of(&p.address)) else {
+            continue;
+        };
+        let value = SortKey::new(&p.position_value.0);
+        let item = PositionItem {
+            json: render(&p),
+            value: value.clone(),
+            wallet,
+            direction: p.direction,
+        };
+        grouped[m].push((value, wallet, Arc::new(item)));
+    }
+    // Sorted on keys held inline, not through the items.
+    grouped
+        .into_iter()
+        .map(|mut g| {
+            g.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| same_value(a.1, b.1)));
+            g.into_iter().map(|(_, _, p)| p).collect()
+        })
+        .collect()
+}
+
+/// `slots` sorted in `(sort, order)`'s order, when slot order is address
+/// order (a build), on keys copied out of the items first.
+fn sorted_by_value(wallets: &Wallets, sort: WalletSort, order: SortOrder) -> Vec<u32> {
+    let mut keyed: Vec<(Option<&SortKey>, u32)> = wallets
+        .by_address
+        .iter()
+        .map(|&s| (wallets.item(s).key(sort), s))
+        .collect();
+    keyed.sort_unstable_by(|a, b| cmp_values(a.0, b.0, order).then_with(|| a.1.cmp(&b.1)));
+    keyed.into_iter().map(|(_, s)| s).collect()
+}
+
+impl Snapshot {
+    /// Indexes and renders a materialized version (positions and wallets on
+    /// two threads).
+    pub fn build(version: i64, data: Materialized) -> Snapshot {
+        let coverage = crate::coverage::coverage_of(&data);
+        let Materialized {
+            observed_at,
+            markets,
+            mut wallets,
+            positions,
+            current_days,
+            freshness: _,
+        } = data;
+        let part = MarketsPart::new(markets, current_days, &coverage);
+
+        if !wallets.is_sorted_by(|a, b| a.address <= b.address) {
+            wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
+        }
+        wallets.dedup_by(|a, b| a.address == b.address);
+        let addresses: Vec<&str> = wallets.iter().map(|w| w.address.as_str()).collect();
+        let slot_of = |address: &str| -> Option<u32> {
+            addresses.binary_search(&address).ok().map(|i| i as u32)
+        };
+        let flags: Vec<u8> = wallets.iter().map(filter_flags).collect();
+        // Slots are in address order here, so equal values order by slot.
+        // Positions render on two threads (split between two markets),
+        // wallets on a third.
+        let mut lower = positions;
+        let mut mid = lower.len() / 2;
+        while mid > 0 && mid < lower.len() && lower[mid - 1].symbol == lower[mid].symbol {
+            mid += 1;
+        }
+        let upper = lower.split_off(mid.min(lower.len()));
+        let (positions, index) = std::thread::scope(|s| {
+            let render = |half: Vec<MarketPosition>| {
+                position_items(
+                    half,
+                    &part.by_symbol,
+                    part.markets.len(),
+                    slot_of,
+                    |a, b| a.cmp(&b),
+                )
+            };
+            let upper = s.spawn(move || render(upper));
+            let lower = s.spawn(move || render(lower));
+            let positions = s.spawn(move || {
+                let (lower, upper) = (
+                    lower.join().expect("building positions"),
+                    upper.join().expect("building positions"),
+                );
+                lower
+                    .into_iter()
+                    .zip(upper)
+                    .map(|(mut a, b)| {
+                        if a.is_empty() {
+                            a = b;
+                        } else if !b.is_empty() {
+                            // Unsorted input put a market in both halves.
+                            a.extend(b);
+                            a.sort_by(|x, y| {
+                                y.value.cmp(&x.value).then_with(|| x.wallet.cmp(&y.wallet))
+                            });
+                        }
+                        Arc::new(MarketPositions::new(a))
+                    })
+                    .collect::<Vec<_>>()
+            });
+            let mut index = Wallets {
+                by_address: (0..wallets.len() as u32).collect(),
+                slots: wallets
+                    .iter()
+                    .map(|w| Some(Arc::new(WalletItem::new(w))))
+                    .collect(),
+                free: Vec::new(),
+                orders: HashMap::new(),
+                flags,
+            };
+            for (sort, order) in sort_orders() {
+                let lists = filtered_lists(sorted_by_value(&index, sort, order), &index.flags);
+                index.orders.insert((sort, order), lists);
+            }
+            (positions.join().expect("building positions"), index)
+        });
+        Snapshot {
+            version,
+            observed_at,
+            part,
+            positions,
+            wallets: index,
+        }
+    }
+
+    /// The next version: this one with `changes` applied. Only the changed
+    /// wallets and their positions are rendered; everything else is shared
+    /// with this version. Positions of wallets not in `changes.wallets`, or
+    /// of markets the new version does not have, are left out.
+    pub fn apply(&self, version: i64, changes: Changes) -> Snapshot {
+        let Changes {
+            observed_at,
+            markets,
+            current_days,
+            coverage,
+            mut wallets,
+            positions,
+            removed,
+        } = changes;
+        let part = MarketsPart::new(markets, current_days, &coverage);
+
+        // Free the slots of changed and removed wallets, then fill slots
+        // (reusing freed ones) with the new items.
+        let old = &self.wallets;
+        let mut gone = vec![false; old.slots.len()];
+        let mut slots = old.slots.clone();
+        let mut free = old.free.clone();
+        let mut flags = old.flags.clone();
+        for address in wallets
+            .iter()
+            .map(|w| w.address.as_str())
+            .chain(removed.iter().map(String::as_str))
+        {
+            if let Some(slot) = old.find(address) {
+                if !gone[slot as usize] {
+                    gone[slot as usize] = true;
+                    slots[slot as usize] = None;
+                    free.push(slot);
+                }
+            }
+        }
+        wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
+        wallets.dedup_by(|a, b| a.address == b.address);
+        let mut added: Vec<u32> = Vec::with_capacity(wallets.len());
+        for w in &wallets {
+            let slot = free.pop().unwrap_or_else(|| {
+                slots.push(None);
+                (slots.len() - 1) as u32
+            });
+            slots[slot as usize] = Some(Arc::new(WalletItem::new(w)));
+            if flags.len() <= slot as usize {
+                flags.resize(slot as usize + 1, 0);
+            }
+            flags[slot as usize] = filter_flags(w);
+            added.push(slot);
+        }
+        let mut index = Wallets {
+            slots,
+            free,
+            by_address: Vec::new(),
+            orders: HashMap::new(),
+            flags,
+        };
+        let is_gone = |&s: &u32| gone.get(s as usize).copied().unwrap_or(false);
+        index.by_address = patch_sorted(&old.by_address, is_gone, &added, |&a, &b| {
+            index.item(a).cmp_address(index.item(b))
+        });
+
+        let (positions, orders) = std::thread::scope(|s| {
+            let index = &index;
+            let positions = s.spawn(|| {
+                let slot_of = |address: &str| -> Option<u32> {
+                    wallets
+                        .binary_search_by(|w| w.address.as_str().cmp(address))
+                        .ok()
+                        .map(|i| added[i])
+                };
+                let grouped = position_items(
+                    positions,
+                    &part.by_symbol,
+                    part.markets.len(),
+                    slot_of,
+                    |a, b| index.item(a).cmp_address(index.item(b)),
+                );
+                part.markets
+                    .iter()
+                    .zip(grouped)
+                    .map(|(m, new)| {
+                        let previous = self
+                            .part
+                            .by_symbol
+                            .get(&m.symbol)
+                            .map(|&i| &self.positions[i]);
+                        let empty = MarketPositions::default();
+                        let previous = previous.map_or(&empty, |p| p.as_ref());
+                        let drops = previous.all.iter().any(|p| gone[p.wallet as usize]);
+                        match self.part.by_symbol.get(&m.symbol) {
+                            Some(&i) if !drops && new.is_empty() => self.positions[i].clone(),
+                            _ => Arc::new(MarketPositions::new(patch_sorted(
+                                &previous.all,
+                                |p| gone[p.wallet as usize],
+                                &new,
+                                |a, b| {
+                                    b.value.cmp(&a.value).then_with(|| {
+                                        index.item(a.wallet).cmp_address(index.item(b.wallet))
+                                    })
+                                },
+                            ))),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            });
+            // Each order's unfiltered list is patched (a binary search per
+            // added wallet); its filtered lists are derived from it.
+            let mut orders = HashMap::new();
+            for (sort, order) in sort_orders() {
+                let mut sorted = added.clone();
+                sorted.sort_by(|&a, &b| index.cmp_in(a, b, sort, order));
+                let all = patch_sorted(
+                    &old.orders[&(sort, order)][0],
+                    is_gone,
+                    &sorted,
+                    |&a, &b| index.cmp_in(a, b, sort, order),
+                );
+                orders.insert((sort, order), filtered_lists(all, &index.flags));
+            }
+            (positions.join().expect("patching positions"), orders)
+        });
+        index.orders = orders;
+        Snapshot {
+            version,
+            observed_at,
+            part,
+            positions,
+            wallets: index,
         }
     }
 
     /// The rendered coverage report of this version.
     pub fn coverage_json(&self) -> &[u8] {
-        &self.coverage_json
+        &self.part.coverage_json
     }
 
-    /// Approximate heap bytes of the rendered items and indexes.
+    /// Approximate heap bytes of the rendered items and indexes (items
+    /// shared with another version are counted in both).
     pub fn heap_bytes(&self) -> usize {
-        let orders: usize = self.wallet_orders.values().map(|v| v.capacity() * 4).sum();
-        let asset_lists: usize = self
-            .asset_positions
+        let positions: usize = self
+            .positions
             .iter()
-            .map(|a| (a.long.capacity() + a.short.capacity()) * 4)
+            .map(|m| {
+                m.all
+                    .iter()
+                    .map(|p| p.json.len() + std::mem::size_of::<PositionItem>() + 16)
+                    .sum::<usize>()
+                    + m.all.capacity() * 8
+                    + (m.long.capacity() + m.short.capacity()) * 4
+            })
             .sum();
-        let lists: usize = self.market_lists.values().map(Vec::capacity).sum();
-        self.positions.heap_bytes()
-            + self.wallets.heap_bytes()
-            + self.current_days.heap_bytes()
-            + self.market_json.heap_bytes()
-            + self.position_keys.capacity() * std::mem::size_of::<[Span; 2]>()
-            + self.wallet_keys.capacity() * std::mem::size_of::<WalletKeys>()
-            + orders
-            + asset_lists
-            + lists
+        let wallets: usize = self
+            .wallets
+            .slots
+            .iter()
+            .flatten()
+            .map(|w| w.json.len() + w.address.len() + std::mem::size_of::<WalletItem>() + 16)
+            .sum::<usize>()
+            + self.wallets.slots.capacity() * 8
+            + self.wallets.by_address.capacity() * 4
+            + self
+                .wallets
+                .orders
+                .values()
+                .map(|v| v.capacity() * 4)
+                .sum::<usize>();
+        self.part.heap_bytes() + positions + wallets
     }
 
     /// Number of tracked assets.
     pub fn asset_count(&self) -> usize {
-        self.markets.len()
+        self.part.markets.len()
     }
 
     /// Number of served positions and wallets.
     pub fn counts(&self) -> (usize, usize) {
-        (self.positions.len(), self.wallets.len())
+        (
+            self.positions.iter().map(|m| m.all.len()).sum(),
+            self.wallets.by_address.len(),
+        )
     }
 
     /// The whole `MarketList` response body in the requested order (ties by
     /// symbol ascending), rendered once per version.
     pub fn market_list_json(&self, sort: MarketSort, order: SortOrder) -> &[u8] {
-        &self.market_lists[&(sort, order)]
+        &self.part.market_lists[&(sort, order)]
     }
 
     /// Market by index.
     pub fn market(&self, index: usize) -> &Market {
-        &self.markets[index]
+        &self.part.markets[index]
     }
 
     /// The rendered JSON of a market.
     pub fn market_json(&self, index: usize) -> &[u8] {
-        self.market_json.item(index)
+        self.part.market_json.item(index)
     }
 
     /// Resolves an asset path segment: an exact network symbol first, then a
     /// canonical symbol listed by exactly one HIP-3 dex.
     pub fn lookup_asset(&self, segment: &str) -> AssetLookup {
-        if let Some(&i) = self.by_symbol.get(segment) {
+        if let Some(&i) = self.part.by_symbol.get(segment) {
             return AssetLookup::Found(i);
         }
-        match self.by_canonical.get(segment).map(Vec::as_slice) {
+        match self.part.by_canonical.get(segment).map(Vec::as_slice) {
             Some([i]) => AssetLookup::Found(*i),
             Some(many) if !many.is_empty() => AssetLookup::Ambiguous(
                 many.iter()
-                    .map(|&i| self.markets[i].symbol.clone())
+                    .map(|&i| self.part.markets[i].symbol.clone())
                     .collect(),
             ),
             _ => AssetLookup::Unknown,
@@ -736,23 +1023,16 @@ impl Snapshot {
 
     /// The `current` liquidity days, by symbol: (symbol, rendered day).
     pub fn current_days(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.current_day_symbols
+        self.part
+            .current_day_symbols
             .iter()
             .enumerate()
-            .map(|(i, s)| (s.as_str(), self.current_days.item(i)))
+            .map(|(i, s)| (s.as_str(), self.part.current_days.item(i)))
     }
 
     /// The UTC date of the `current` liquidity day.
     pub fn current_date(&self) -> time::Date {
         self.observed_at.date()
-    }
-
-    fn position_key(&self, i: usize) -> ItemKey<'_> {
-        let [value, address] = self.position_keys[i];
-        ItemKey {
-            value: Some(self.positions.text(i, value)),
-            address: self.positions.text(i, address),
-        }
     }
 
     /// A page of a market's positions after `after`, by value descending then address.
@@ -763,48 +1043,38 @@ impl Snapshot {
         after: Option<&PositionKey>,
         limit: usize,
     ) -> KeyedPage<'_> {
-        let a = &self.asset_positions[market];
+        let a = &self.positions[market];
         let subset = match direction {
             None => None,
             Some(Direction::Long) => Some(a.long.as_slice()),
             Some(Direction::Short) => Some(a.short.as_slice()),
         };
         let len = subset.map_or(a.all.len(), <[u32]>::len);
-        let at = |k: usize| subset.map_or(a.all.start + k, |s| s[k] as usize);
+        let at = |k: usize| -> &PositionItem { &a.all[subset.map_or(k, |s| s[k] as usize)] };
         let start = after.map_or(0, |key| {
+            let value = SortKey::new(&key.value);
             partition(len, |k| {
-                let item = self.position_key(at(k));
-                let value = parse_key(item.value.expect("positions have a value"));
-                cmp_position_keys((&value, item.address), (&key.value, &key.address))
-                    != Ordering::Greater
+                let p = at(k);
+                cmp_position_keys(
+                    (&p.value, self.wallets.address(p.wallet)),
+                    (&value, &key.address),
+                ) != Ordering::Greater
             })
         });
         let end = (start + limit).min(len);
-        let parts = match subset {
-            None => vec![self.positions.run(a.all.start + start..a.all.start + end)]
-                .into_iter()
-                .filter(|p| !p.is_empty())
-                .collect(),
-            Some(s) => s[start..end]
-                .iter()
-                .map(|&i| self.positions.item(i as usize))
-                .collect(),
-        };
         KeyedPage {
             page: Page {
-                parts,
+                parts: (start..end).map(|k| &*at(k).json).collect(),
                 len: end - start,
                 has_more: end < len,
             },
-            last: (end > start).then(|| self.position_key(at(end - 1))),
-        }
-    }
-
-    fn wallet_key(&self, i: usize, sort: WalletSort) -> ItemKey<'_> {
-        let keys = &self.wallet_keys[i];
-        ItemKey {
-            value: keys.values[sort_index(sort)].map(|s| self.wallets.text(i, s)),
-            address: self.wallets.text(i, keys.address),
+            last: (end > start).then(|| {
+                let p = at(end - 1);
+                ItemKey {
+                    value: Some(p.value.text()),
+                    address: self.wallets.address(p.wallet),
+                }
+            }),
         }
     }
 
@@ -815,14 +1085,14 @@ impl Snapshot {
         after: Option<&WalletKey>,
         limit: usize,
     ) -> (KeyedPage<'_>, usize) {
-        let list = &self.wallet_orders[&q];
+        let list = self.wallets.list(&q);
         let start = after.map_or(0, |key| {
+            let value = key.value.as_ref().map(SortKey::new);
             partition(list.len(), |k| {
-                let item = self.wallet_key(list[k] as usize, q.sort);
-                let value = item.value.map(parse_key);
+                let w = self.wallets.item(list[k]);
                 cmp_wallet_keys(
-                    (value.as_ref(), item.address),
-                    (key.value.as_ref(), &key.address),
+                    (w.key(q.sort), &w.address),
+                    (value.as_ref(), &key.address),
                     q.order,
                 ) != Ordering::Greater
             })
@@ -832,20 +1102,41 @@ impl Snapshot {
             page: Page {
                 parts: list[start..end]
                     .iter()
-                    .map(|&i| self.wallets.item(i as usize))
+                    .map(|&s| &*self.wallets.item(s).json)
                     .collect(),
                 len: end - start,
                 has_more: end < list.len(),
             },
-            last: (end > start).then(|| self.wallet_key(list[end - 1] as usize, q.sort)),
+            last: (end > start).then(|| {
+                let w = self.wallets.item(list[end - 1]);
+                ItemKey {
+                    value: w.key(q.sort).map(SortKey::text),
+                    address: &w.address,
+                }
+            }),
         };
         (page, list.len())
     }
 
     /// Number of wallets.
     pub fn wallet_count(&self) -> usize {
-        self.wallets.len()
+        self.wallets.by_address.len()
     }
+}
+
+/// Binary search over `len` sorted items: the first index whose item is not
+/// `<=` the key (`le(i)` tells whether item `i` sorts at or before the key).
+fn partition(len: usize, le: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, len);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if le(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 #[cfg(test)]
@@ -929,14 +1220,14 @@ mod tests {
                 let got: Vec<MarketPosition> = items(&page.page);
                 let last = page.last.unwrap();
                 let tail = got.last().unwrap();
-                assert_eq!(last.value, Some(tail.position_value.to_string().as_str()));
+                assert_eq!(last.value, Some(tail.position_value.to_string()));
                 assert_eq!(last.address, tail.address);
                 seen.extend(got);
                 if !page.page.has_more {
                     break;
                 }
                 after = Some(PositionKey {
-                    value: parse_key(last.value.unwrap()),
+                    value: last.value.unwrap().parse().unwrap(),
                     address: last.address.to_owned(),
                 });
             }
@@ -978,7 +1269,7 @@ mod tests {
                     }
                     let last = page.last.unwrap();
                     after = Some(WalletKey {
-                        value: last.value.map(parse_key),
+                        value: last.value.map(|v| v.parse().unwrap()),
                         address: last.address.to_owned(),
                     });
                 }
@@ -1017,7 +1308,7 @@ mod tests {
     }
 
     #[test]
-    fn sort_nums_order_like_big_decimals() {
+    fn sort_keys_order_like_big_decimals() {
         let texts = [
             "0",
             "-0.000",
@@ -1033,32 +1324,64 @@ mod tests {
             "123456.789",
             "123456.7890",
             "99999999999999999999.999999999999999999",
+            "9223372036854775807",
+            "9223372036854775808",
+            "922337203685477580.7",
             "1e-40",
             "5e5",
         ];
         let values: Vec<BigDecimal> = texts.iter().map(|t| t.parse().unwrap()).collect();
         for a in &values {
+            let key = SortKey::new(a);
+            assert_eq!(
+                key.text(),
+                a.to_plain_string(),
+                "the text is the rendered one"
+            );
             for b in &values {
-                assert_eq!(
-                    SortNum::new(a).cmp(&SortNum::new(b)),
-                    a.cmp(b),
-                    "{a} vs {b}"
-                );
+                assert_eq!(key.cmp(&SortKey::new(b)), a.cmp(b), "{a} vs {b}");
             }
         }
-        assert!(SortNum::new(&values[4]).fixed.is_some());
+        assert!(matches!(SortKey::new(&values[11]), SortKey::Small { .. }));
         assert!(
-            SortNum::new(&values[5]).fixed.is_none(),
-            "scale 19 has no image"
+            matches!(SortKey::new(&values[15]), SortKey::Big(_)),
+            "beyond i64"
         );
     }
 
     #[test]
-    fn dense_ranks_share_equal_values() {
-        let values = [Some(3), None, Some(1), Some(3), Some(2)];
+    fn address_prefixes_order_like_the_strings() {
+        let addresses = [
+            "",
+            "0x",
+            "0xab",
+            "0xabcdef0123456789abcdef",
+            "0xabcdef0123456789abcdee",
+            "0xabcdef0123456",
+            "0xabcdef01234567",
+            "0xabcdef01234568",
+            "0x0000000000000000000000000000000000000001",
+            "0x0000000000000000000000000000000000000000",
+        ];
+        for a in addresses {
+            for b in addresses {
+                let by_prefix = address_prefix(a)
+                    .cmp(&address_prefix(b))
+                    .then_with(|| a.cmp(b));
+                assert_eq!(by_prefix, a.cmp(b), "{a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn patch_sorted_drops_and_merges() {
+        let old = [1, 3, 5, 7, 9];
+        let got = patch_sorted(&old, |&x| x == 5 || x == 9, &[0, 4, 6, 10], |a, b| a.cmp(b));
+        assert_eq!(got, [0, 1, 3, 4, 6, 7, 10]);
+        assert_eq!(patch_sorted(&old, |_| true, &[2], |a, b| a.cmp(b)), [2]);
         assert_eq!(
-            dense_ranks(&values, |a: &i32, b: &i32| a.cmp(b)),
-            [Some(2), None, Some(0), Some(2), Some(1)]
+            patch_sorted(&[], |_: &i32| false, &[2, 3], |a, b| a.cmp(b)),
+            [2, 3]
         );
     }
 
@@ -1097,5 +1420,179 @@ mod tests {
             symbols(MarketSort::OpenInterest, SortOrder::Asc),
             ["BTC", "ETH", "xyz:TSLA"]
         );
+    }
+
+    /// Every page the snapshot can serve, in a form two snapshots can be compared by.
+    fn everything(s: &Snapshot) -> Vec<String> {
+        let mut out = vec![
+            format!("{:?}", s.counts()),
+            String::from_utf8(s.coverage_json().to_vec()).unwrap(),
+        ];
+        for &sort in MarketSort::ALL {
+            for order in [SortOrder::Asc, SortOrder::Desc] {
+                out.push(String::from_utf8(s.market_list_json(sort, order).to_vec()).unwrap());
+            }
+        }
+        for (symbol, day) in s.current_days() {
+            out.push(format!(
+                "{symbol} {}",
+                String::from_utf8(day.to_vec()).unwrap()
+            ));
+        }
+        for m in 0..s.asset_count() {
+            for direction in [None, Some(Direction::Long), Some(Direction::Short)] {
+                let mut after = None;
+                loop {
+                    let page = s.positions_page(m, direction, after.as_ref(), 3);
+                    let mut json = Vec::new();
+                    page.page.write_items(&mut json);
+                    out.push(String::from_utf8(json).unwrap());
+                    let Some(last) = page.last.filter(|_| page.page.has_more) else {
+                        break;
+                    };
+                    after = Some(PositionKey {
+                        value: last.value.unwrap().parse().unwrap(),
+                        address: last.address.to_owned(),
+                    });
+                }
+            }
+        }
+        for (sort, order) in sort_orders() {
+            for (size, direction) in wallet_filters() {
+                let q = WalletOrder {
+                    sort,
+                    order,
+                    size,
+                    direction,
+                };
+                let mut after = None;
+                loop {
+                    let (page, total) = s.wallets_page(q, after.as_ref(), 4);
+                    let mut json = Vec::new();
+                    page.page.write_items(&mut json);
+                    out.push(format!("{total} {}", String::from_utf8(json).unwrap()));
+                    let Some(last) = page.last.filter(|_| page.page.has_more) else {
+                        break;
+                    };
+                    after = Some(WalletKey {
+                        value: last.value.map(|v| v.parse().unwrap()),
+                        address: last.address.to_owned(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// What a writer that rewrites whole wallets stores between `a` and `b`.
+    fn changes(a: &Materialized, b: &Materialized) -> Changes {
+        let before: HashMap<&str, &Wallet> =
+            a.wallets.iter().map(|w| (w.address.as_str(), w)).collect();
+        let positions_of = |m: &Materialized, address: &str| -> Vec<MarketPosition> {
+            m.positions
+                .iter()
+                .filter(|p| p.address == address)
+                .cloned()
+                .collect()
+        };
+        let changed: Vec<Wallet> = b
+            .wallets
+            .iter()
+            .filter(|w| {
+                before.get(w.address.as_str()) != Some(w)
+                    || positions_of(a, &w.address) != positions_of(b, &w.address)
+            })
+            .cloned()
+            .collect();
+        let kept: std::collections::HashSet<&str> =
+            b.wallets.iter().map(|w| w.address.as_str()).collect();
+        Changes {
+            observed_at: b.observed_at,
+            markets: b.markets.clone(),
+            current_days: b.current_days.clone(),
+            coverage: crate::coverage::coverage_of(b),
+            positions: changed
+                .iter()
+                .flat_map(|w| positions_of(b, &w.address))
+                .collect(),
+            wallets: changed,
+            removed: a
+                .wallets
+                .iter()
+                .filter(|w| !kept.contains(w.address.as_str()))
+                .map(|w| w.address.clone())
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn applying_changes_serves_what_a_rebuild_serves() {
+        use crate::aggregate::tests::quote;
+        // A small deterministic generator: wallets come, go and change, and
+        // their positions open, change value (ties included) and close;
+        // markets appear and disappear.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let symbols = ["BTC", "ETH", "xyz:TSLA", "SOL", "abc:TSLA"];
+        let mut input = sample();
+        let mut served = Snapshot::build(1, materialize("perpnet", input.clone()).unwrap());
+        let mut previous = materialize("perpnet", input.clone()).unwrap();
+        for round in 2..40 {
+            input.observed_at += time::Duration::minutes(1);
+            if round % 7 == 0 {
+                // A market appears or disappears (its positions go with it).
+                let s = symbols[3 + next(2) as usize];
+                if input.quotes.iter().any(|q| q.symbol == s) {
+                    input.quotes.retain(|q| q.symbol != s);
+                    input.positions.retain(|p| p.symbol != s);
+                } else {
+                    input.quotes.push(quote(s, "77"));
+                }
+            }
+            for _ in 0..next(6) {
+                let address = format!("0x{:02}", next(30));
+                let exists = input.wallets.iter().any(|w| w.address == address);
+                match next(3) {
+                    0 if exists => {
+                        input.wallets.retain(|w| w.address != address);
+                        input.positions.retain(|p| p.address != address);
+                    }
+                    _ => {
+                        input.wallets.retain(|w| w.address != address);
+                        input.positions.retain(|p| p.address != address);
+                        let account = ["0", "5000", "150000", "2000000"][next(4) as usize];
+                        input.wallets.push(wallet(&address, account, next(2) == 0));
+                        for symbol in symbols {
+                            if next(2) == 0 && input.quotes.iter().any(|q| q.symbol == symbol) {
+                                let direction = if next(2) == 0 {
+                                    Direction::Long
+                                } else {
+                                    Direction::Short
+                                };
+                                let value = format!("{}.{}", 100 + next(5) * 50, next(3) * 5);
+                                input.positions.push(position(
+                                    &address,
+                                    symbol,
+                                    direction,
+                                    &value,
+                                    Some("90"),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            let now = materialize("perpnet", input.clone()).unwrap();
+            served = served.apply(round, changes(&previous, &now));
+            let rebuilt = Snapshot::build(round, now.clone());
+            assert_eq!(everything(&served), everything(&rebuilt), "round {round}");
+            previous = now;
+        }
+        assert!(served.counts().1 > 10, "the rounds left wallets to serve");
     }
 }

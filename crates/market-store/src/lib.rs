@@ -18,7 +18,8 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 use market_model::{
-    Candle, Interval, LiquidityDay, Market, MarketPosition, Wallet, WalletFreshness,
+    Candle, Interval, LiquidityDay, Market, MarketPosition, NetworkCoverage, Wallet,
+    WalletFreshness,
 };
 use time::{Date, OffsetDateTime};
 
@@ -155,6 +156,26 @@ pub struct LoadedSnapshot {
     pub current_days: Vec<LiquidityDay>,
     /// Wallet freshness as its writer saw it, when the writer stored one (`track`).
     pub freshness: Option<WalletFreshness>,
+}
+
+/// What changed from one data version to a later one, read back for a
+/// running server to apply ([`Store::load_changes`]).
+#[derive(Clone, Debug)]
+pub struct LoadedChanges {
+    /// Metadata of the later version.
+    pub meta: SnapshotMeta,
+    /// Every market of the later version, by symbol.
+    pub markets: Vec<Market>,
+    /// The `current` liquidity days of the later version, by symbol.
+    pub current_days: Vec<LiquidityDay>,
+    /// The later version's coverage report, as its writer stored it.
+    pub coverage: NetworkCoverage,
+    /// Wallets written since the earlier version and served in the later one, by address.
+    pub wallets: Vec<Wallet>,
+    /// Every position of those wallets, label and tags filled in.
+    pub positions: Vec<MarketPosition>,
+    /// Wallets served in the earlier version and not in the later one.
+    pub removed: Vec<String>,
 }
 
 /// Candles of one asset and interval, for bulk writes.
@@ -386,6 +407,119 @@ impl Store {
         let mut loaded = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?;
         loaded.freshness = freshness;
         Ok(loaded)
+    }
+
+    /// What changed from version `from` to `meta`'s, when it can be read as
+    /// changes: both versions are still stored, the later one has a stored
+    /// coverage report, every changed wallet was rewritten whole (the rows
+    /// `track` writes), and at most `max_wallets` wallets changed. `None`
+    /// means: load the whole version instead.
+    ///
+    /// Rows are valid in version `V` when `version ≤ V < valid_to`, so the
+    /// changes are the wallet and position rows inserted after `from` that
+    /// are valid at `V`, and the wallet rows closed after `from`.
+    pub fn load_changes(
+        &self,
+        from: i64,
+        meta: &SnapshotMeta,
+        max_wallets: usize,
+    ) -> Result<Option<LoadedChanges>, StoreError> {
+        let v = meta.version;
+        let mut pooled = self.conn()?;
+        let conn: &mut DbConnection = &mut pooled;
+        let coverage: Option<Option<String>> = version_freshness::table
+            .filter(version_freshness::version.eq(v))
+            .select(version_freshness::coverage)
+            .first(conn)
+            .optional()?;
+        let Some(Some(coverage)) = coverage else {
+            return Ok(None);
+        };
+        let changed: i64 = wallets::table
+            .filter(wallets::version.gt(from))
+            .filter(wallets::version.le(v))
+            .count()
+            .get_result(conn)?;
+        if from >= v || changed as usize > max_wallets {
+            return Ok(None);
+        }
+        let wallet_rows: Vec<WalletRow> = wallets::table
+            .filter(wallets::version.gt(from))
+            .filter(wallets::version.le(v))
+            .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
+            .order(wallets::address)
+            .select(WalletRow::as_select())
+            .load(conn)?;
+        let position_rows: Vec<PositionRow> = positions::table
+            .filter(positions::version.gt(from))
+            .filter(positions::version.le(v))
+            .filter(positions::valid_to.is_null().or(positions::valid_to.gt(v)))
+            .order((positions::symbol, positions::address))
+            .select(PositionRow::as_select())
+            .load(conn)?;
+        let closed: Vec<String> = wallets::table
+            .filter(wallets::valid_to.gt(from))
+            .filter(wallets::valid_to.le(v))
+            .select(wallets::address)
+            .load(conn)?;
+        let closed_positions: Vec<String> = positions::table
+            .filter(positions::valid_to.gt(from))
+            .filter(positions::valid_to.le(v))
+            .select(positions::address)
+            .distinct()
+            .load(conn)?;
+        let markets: Vec<MarketRow> = markets::table
+            .filter(markets::version.eq(v))
+            .order(markets::symbol)
+            .load(conn)?;
+        let levels: Vec<CurrentLevelRow> = current_levels::table
+            .filter(current_levels::version.eq(v))
+            .order((current_levels::symbol, current_levels::side))
+            .load(conn)?;
+        // Both versions still stored after the reads: no prune removed the
+        // rows closed after `from` while they were read.
+        let present: i64 = snapshots::table
+            .filter(snapshots::version.eq(from).or(snapshots::version.eq(v)))
+            .count()
+            .get_result(conn)?;
+        drop(pooled);
+        if present != 2 {
+            return Ok(None);
+        }
+        let rewritten: std::collections::HashSet<&str> =
+            wallet_rows.iter().map(|w| w.address.as_str()).collect();
+        let closed_set: std::collections::HashSet<&str> =
+            closed.iter().map(String::as_str).collect();
+        let whole = position_rows
+            .iter()
+            .all(|p| rewritten.contains(p.address.as_str()))
+            && closed_positions
+                .iter()
+                .all(|a| closed_set.contains(a.as_str()));
+        if !whole {
+            return Ok(None);
+        }
+        let removed: Vec<String> = closed
+            .iter()
+            .filter(|a| !rewritten.contains(a.as_str()))
+            .cloned()
+            .collect();
+        let coverage: NetworkCoverage = serde_json::from_str(&coverage)
+            .map_err(|e| StoreError::Corrupt(format!("coverage of version {v}: {e}")))?;
+        let wallets = wallets_from(wallet_rows)?;
+        let by_address: HashMap<&str, &Wallet> =
+            wallets.iter().map(|w| (w.address.as_str(), w)).collect();
+        let positions = positions_from(position_rows, &by_address)?;
+        let loaded = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?;
+        Ok(Some(LoadedChanges {
+            meta: loaded.meta,
+            markets: loaded.markets,
+            current_days: loaded.current_days,
+            coverage,
+            wallets: loaded.wallets,
+            positions: loaded.positions,
+            removed,
+        }))
     }
 
     /// Writes a new data version in one transaction and prunes versions

@@ -6,7 +6,9 @@
 //! and are written whole with every version.
 
 use diesel::prelude::*;
-use market_model::{Decimal, LiquidityDay, Market, MarketPosition, Wallet, WalletFreshness};
+use market_model::{
+    Decimal, LiquidityDay, Market, MarketPosition, NetworkCoverage, Wallet, WalletFreshness,
+};
 use time::OffsetDateTime;
 
 use crate::ingest::{insert_tracked, insert_wallet_states, write_days_and_candles};
@@ -182,6 +184,9 @@ pub struct PublishWrite<'a> {
     pub registry: &'a [RegistryEntry],
     /// Freshness of every tracked wallet as of `observed_at`.
     pub freshness: &'a WalletFreshness,
+    /// The version's coverage report (over every served position), stored
+    /// so that running servers can apply the changes without the positions.
+    pub coverage: &'a NetworkCoverage,
 }
 
 /// Addresses per `IN (…)` list.
@@ -273,10 +278,12 @@ impl Store {
             insert_tracked(conn, p.tracked, progress)?;
             upsert_registry(conn, p.registry)?;
             let body = serde_json::to_string(p.freshness).expect("model types serialize");
+            let coverage = serde_json::to_string(p.coverage).expect("model types serialize");
             diesel::insert_into(version_freshness::table)
                 .values((
                     version_freshness::version.eq(version),
                     version_freshness::body.eq(body),
+                    version_freshness::coverage.eq(Some(coverage)),
                 ))
                 .execute(conn)?;
             prune_before(conn, version - 1)?;

@@ -227,5 +227,6 @@ diesel::table! {
     version_freshness (version) {
         version -> BigInt,
         body -> Text,
+        coverage -> Nullable<Text>,
     }
 }

@@ -476,6 +476,14 @@ fn incremental_publishes_read_back_as_whole_versions() {
                 p99_seconds: None,
             }],
         };
+        let coverage = NetworkCoverage {
+            as_of: datetime!(2026-11-22 01:01:00 UTC),
+            wallets: freshness.clone(),
+            open_interest: d("1000.00"),
+            covered_open_interest: d("0.10"),
+            covered_share: Some(d("0.0001")),
+            markets: Vec::new(),
+        };
         let publish = |changed: &[Wallet],
                        changed_positions: &[MarketPosition],
                        removed: &[String],
@@ -499,6 +507,7 @@ fn incremental_publishes_read_back_as_whole_versions() {
                         tracked: &[],
                         registry: &[],
                         freshness: &freshness,
+                        coverage: &coverage,
                     },
                     &mut |_, _, _| {},
                 )
@@ -545,6 +554,35 @@ fn incremental_publishes_read_back_as_whole_versions() {
             [("BTC", "0xaa"), ("BTC", "0xbb"), ("ETH", "0xdd")]
                 .map(|(s, a)| (s.to_owned(), a.to_owned()))
         );
+        // What changed from v1 to v2, as a running server applies it.
+        let changes = store.load_changes(v1, &latest, 10).unwrap().unwrap();
+        assert_eq!(changes.coverage, coverage);
+        assert_eq!(changes.markets, at_v2.markets);
+        assert_eq!(changes.wallets, [bb.clone(), dd.clone()]);
+        assert_eq!(
+            changes
+                .positions
+                .iter()
+                .map(|p| (p.symbol.as_str(), p.address.as_str(), p.label.clone()))
+                .collect::<Vec<_>>(),
+            [
+                ("BTC", "0xbb", bb.label.clone()),
+                ("ETH", "0xdd", dd.label.clone())
+            ]
+        );
+        assert_eq!(changes.removed, ["0xcc"]);
+        assert!(
+            store.load_changes(v1, &latest, 1).unwrap().is_none(),
+            "more changed wallets than asked for: load it whole"
+        );
+        let v1_meta = SnapshotMeta {
+            version: v1,
+            ..latest.clone()
+        };
+        assert!(
+            store.load_changes(v1 - 1, &v1_meta, 10).unwrap().is_none(),
+            "a whole-version write stores no coverage"
+        );
         // The previous version is still whole.
         let at_v1 = store
             .load_snapshot(&SnapshotMeta {
@@ -561,6 +599,13 @@ fn incremental_publishes_read_back_as_whole_versions() {
             .load_snapshot(&store.latest_snapshot().unwrap().unwrap())
             .unwrap();
         assert_eq!(at_v3.meta.version, v3);
+        let v3_meta = store.latest_snapshot().unwrap().unwrap();
+        let nothing = store.load_changes(v2, &v3_meta, 10).unwrap().unwrap();
+        assert!(nothing.wallets.is_empty() && nothing.removed.is_empty());
+        assert!(
+            store.load_changes(v1, &v3_meta, 10).unwrap().is_none(),
+            "v1 was pruned, and the rows closed after it with it"
+        );
         assert_eq!(addresses(&at_v3), addresses(&at_v2));
         assert_eq!(keys(&at_v3), keys(&at_v2));
         assert!(

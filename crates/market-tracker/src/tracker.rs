@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bigdecimal::{BigDecimal, Zero};
 use market_engine::aggregate::size_class;
-use market_engine::coverage::wallet_freshness;
+use market_engine::coverage::{network_coverage, wallet_freshness};
 use market_engine::{materialize, Quote, ScanInput, WalletInput};
 use market_ingest::client::InfoSource;
 use market_ingest::scan::{
@@ -714,6 +714,12 @@ impl Tracker {
             );
             (schedule.take_unsaved(), freshness)
         };
+        let coverage = network_coverage(
+            now,
+            &materialized.markets,
+            &materialized.positions,
+            freshness.clone(),
+        );
         let result = self.store.publish(
             &PublishWrite {
                 source: "track",
@@ -731,6 +737,7 @@ impl Tracker {
                 tracked: &tracked,
                 registry: &registry,
                 freshness: &freshness,
+                coverage: &coverage,
             },
             &mut |_, _, _| {},
         );

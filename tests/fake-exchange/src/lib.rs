@@ -397,7 +397,7 @@ impl Exchange {
         let mut world = World::new(dexes, prices);
         for i in 0..cfg.wallets {
             let value = pareto(&mut rng);
-            let positions = random_positions(&world, &mut rng, value);
+            let positions = random_positions(&world, &mut rng, value, cfg.max_positions);
             world.put_wallet(
                 &address(i),
                 FakeWallet {
@@ -668,9 +668,14 @@ fn random_coin(world: &World, rng: &mut ChaCha8Rng) -> String {
 }
 
 /// Zero to four positions worth up to about three times the account.
-fn random_positions(world: &World, rng: &mut ChaCha8Rng, value: u64) -> Vec<FakePosition> {
+fn random_positions(
+    world: &World,
+    rng: &mut ChaCha8Rng,
+    value: u64,
+    max: usize,
+) -> Vec<FakePosition> {
     let mut out: Vec<FakePosition> = Vec::new();
-    for _ in 0..rng.random_range(0..=4) {
+    for _ in 0..rng.random_range(0..=max) {
         let coin = random_coin(world, rng);
         if out.iter().any(|p| p.coin == coin) {
             continue;
@@ -694,6 +699,9 @@ pub struct SimConfig {
     pub wallets: usize,
     /// Rows of the leaderboard.
     pub leaderboard_rows: usize,
+    /// Each wallet starts with 0 to this many positions (uniform; about
+    /// half of it on average).
+    pub max_positions: usize,
     /// HIP-3 dexes besides the main dex (at most 12).
     pub hip3_dexes: usize,
     /// Trades per second.
@@ -711,6 +719,7 @@ impl Default for SimConfig {
         SimConfig {
             wallets: 200_000,
             leaderboard_rows: 30_000,
+            max_positions: 4,
             hip3_dexes: 8,
             trades_per_second: 20,
             new_wallets_per_minute: 6,

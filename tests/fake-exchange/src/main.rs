@@ -16,6 +16,9 @@ struct Args {
     /// Rows of the leaderboard.
     #[arg(long, default_value_t = 30_000)]
     leaderboard_rows: usize,
+    /// Each wallet starts with 0 to this many positions.
+    #[arg(long, default_value_t = 4)]
+    max_positions: usize,
     /// HIP-3 dexes besides the main dex (0–12).
     #[arg(long, default_value_t = 8)]
     hip3_dexes: usize,
@@ -45,6 +48,7 @@ async fn main() {
     let cfg = SimConfig {
         wallets: a.wallets,
         leaderboard_rows: a.leaderboard_rows,
+        max_positions: a.max_positions,
         hip3_dexes: a.hip3_dexes.min(12),
         trades_per_second: a.trades_per_second,
         new_wallets_per_minute: a.new_wallets_per_minute,

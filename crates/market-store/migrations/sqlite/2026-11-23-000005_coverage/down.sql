@@ -1,0 +1,1 @@
+ALTER TABLE version_freshness DROP COLUMN coverage;
