@@ -268,7 +268,8 @@ impl AppState {
             None
         };
         let read_ms = started.elapsed().as_millis();
-        self.reloads[usize::from(changes.is_none())].fetch_add(1, Ordering::Relaxed);
+        let whole = changes.is_none();
+        self.reloads[usize::from(whole)].fetch_add(1, Ordering::Relaxed);
         let (snapshot, how) = match changes {
             Some(c) => {
                 let how = format!(
@@ -329,7 +330,7 @@ impl AppState {
         let retire = Instant::now();
         drop(previous);
         let freed_ms = retire.elapsed().as_millis();
-        if how == "loaded whole" {
+        if whole {
             // A whole load freed its rows and model structs (several hundred
             // MB); an applied change frees little, and mostly large blocks
             // that go back to the OS by themselves.
