@@ -9,6 +9,10 @@
 # open interest covered, and track's resident memory and CPU. Not run by CI.
 #
 #   scripts/bench-track.sh [MINUTES] [WALLETS]      (defaults: 35, 200000)
+#
+# WEIGHT=N sets the budget of both sides (the fake's limit and track's
+# --weight-per-minute; default 1200, the public limit), as for an operator's
+# own node or a provider without the public limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${1:-35}
@@ -26,14 +30,16 @@ BIN=$RELEASE/market-data-server
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
 
-"$RELEASE/fake-exchange" --wallets "$WALLETS" --bind "$FAKE" --ws-bind "$FAKE_WS" > "$WORK/fake.log" 2>&1 &
+WEIGHT=${WEIGHT:-1200}
+"$RELEASE/fake-exchange" --wallets "$WALLETS" --weight-per-minute "$WEIGHT" --bind "$FAKE" --ws-bind "$FAKE_WS" > "$WORK/fake.log" 2>&1 &
 until curl -sf "http://$FAKE/truth" > /dev/null; do sleep 0.5; done
 head -n 1 "$WORK/fake.log" >&2
 DB=$WORK/track.db
 "$BIN" migrate --database-url "$DB" > /dev/null
 TOKEN=$("$BIN" token create --name bench --database-url "$DB" | tail -n 1)
 RUST_LOG=info "$BIN" track --database-url "$DB" --info-url "http://$FAKE/info" \
-  --ws-url "ws://$FAKE_WS/ws" --leaderboard-url "http://$FAKE/leaderboard" 2> "$WORK/track.log" &
+  --ws-url "ws://$FAKE_WS/ws" --leaderboard-url "http://$FAKE/leaderboard" \
+  --weight-per-minute "$WEIGHT" 2> "$WORK/track.log" &
 TRACK=$!
 "$BIN" serve --bind "$SERVE" --database-url "$DB" --access-log false 2> "$WORK/serve.log" &
 

@@ -1,6 +1,7 @@
 //! The registry in memory and the scheduler that decides which wallet to
-//! read next: the tiers share the requests (most to the whales), and within
-//! a tier the earliest due, then the largest, goes first.
+//! read next: the tiers and the sweeps share the requests (most to the
+//! whales), a whale about to miss its deadline goes before everything, and
+//! within a lane the earliest due, then the largest, goes first.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -30,21 +31,37 @@ pub enum Tier {
 }
 
 const TIERS: usize = 5;
+/// The scheduling lanes: one per tier, then the sweeps.
+const LANES: usize = TIERS + 1;
+/// The lane of the sweeps (reads of every dex).
+const SWEEP: usize = TIERS;
 
 /// How often each tier is read, and how often its reads cover every dex.
 #[derive(Clone, Debug)]
 pub struct Intervals {
     /// Refresh interval per tier (whale … demoted).
     pub refresh: [Duration; TIERS],
-    /// A read covers every dex when the last full sweep is older than this
-    /// (per tier). A wallet never swept has its first sweep at a point of
-    /// this interval after it was found, spread by its address, so the
-    /// sweeps of wallets found together do not all fall due at once.
+    /// A whale whose last read is this old goes before every other lane: the
+    /// freshness promise of the whales holds even when their share of the
+    /// requests would not keep it (the other lanes then get what is left).
+    pub whale_deadline: Duration,
+    /// The longest a wallet of each tier goes between sweeps (reads of every
+    /// dex, which find HIP-3 positions it did not trade under our eyes).
+    /// Zero means every read is a sweep (the demoted tier's rare reads).
     pub sweep: [Duration; TIERS],
-    /// Share of the reads (in requests) each tier gets while several tiers
-    /// have due wallets, in percent. A tier with nothing due leaves its share
-    /// to the others, and banks no credit for later.
-    pub share: [u32; TIERS],
+    /// Sweep interval of a wallet of 1,000,000 USD; a wallet's interval is
+    /// this scaled by 1,000,000 / its exposure, clamped between
+    /// [`Intervals::min_sweep`] and its tier's [`Intervals::sweep`]: the
+    /// bigger a wallet, the sooner its other dexes are looked at, and the
+    /// biggest are swept first after a cold start.
+    pub sweep_per_million: Duration,
+    /// The shortest sweep interval.
+    pub min_sweep: Duration,
+    /// Share of the reads (in requests) each lane gets while several lanes
+    /// have due wallets, in percent: the tiers (whale … demoted), then the
+    /// sweeps. A lane with nothing due leaves its share to the others, and
+    /// banks no credit for later.
+    pub share: [u32; LANES],
     /// A trade makes a wallet due, but never sooner than this after its last read.
     pub min_gap: Duration,
     /// Consecutive empty reads after which a wallet is demoted.
@@ -63,6 +80,7 @@ impl Default for Intervals {
                 Duration::hours(6),
                 Duration::days(7),
             ],
+            whale_deadline: Duration::seconds(270),
             sweep: [
                 Duration::hours(6),
                 Duration::days(1),
@@ -70,7 +88,9 @@ impl Default for Intervals {
                 Duration::days(7),
                 Duration::ZERO, // a demoted wallet's rare read covers everything
             ],
-            share: [85, 9, 3, 2, 1],
+            sweep_per_million: Duration::hours(6),
+            min_sweep: Duration::minutes(15),
+            share: [80, 8, 3, 2, 1, 6],
             min_gap: Duration::seconds(15),
             demote_after: 3,
             notional_half_life: Duration::hours(6),
@@ -117,6 +137,20 @@ fn rank_of(e: &RegistryEntry) -> Reverse<u64> {
     Reverse(exposure_of(e) as u64)
 }
 
+/// When a wallet's next sweep is due, or `None` for a demoted wallet (each of
+/// its reads is a sweep). The interval shrinks with the wallet's exposure
+/// ([`Intervals::sweep_per_million`]).
+fn sweep_due(e: &RegistryEntry, tier: Tier, cfg: &Intervals) -> Option<OffsetDateTime> {
+    let longest = cfg.sweep[tier as usize];
+    if longest.is_zero() {
+        return None;
+    }
+    let scaled = cfg.sweep_per_million.as_seconds_f64() * 1_000_000.0 / exposure_of(e).max(1.0);
+    let interval =
+        Duration::seconds_f64(scaled.min(longest.as_seconds_f64())).max(cfg.min_sweep.min(longest));
+    Some(e.last_sweep_at.unwrap_or(e.first_seen_at) + interval)
+}
+
 /// One wallet of the registry.
 #[derive(Clone, Debug)]
 pub struct Tracked {
@@ -127,11 +161,28 @@ pub struct Tracked {
     /// Tags from the wallet list (authoritative).
     pub tags: Vec<String>,
     due: OffsetDateTime,
+    /// When its next sweep is due (`None`: every read is a sweep).
+    sweep_due: Option<OffsetDateTime>,
     /// Larger exposure first among wallets due at the same instant (a cold
     /// start, a leaderboard fetch).
     rank: Reverse<u64>,
     tier: Tier,
     in_flight: bool,
+}
+
+impl Tracked {
+    fn new(entry: RegistryEntry, due: OffsetDateTime, tier: Tier) -> Self {
+        Tracked {
+            entry,
+            label: None,
+            tags: Vec::new(),
+            due,
+            sweep_due: None,
+            rank: Reverse(0),
+            tier,
+            in_flight: false,
+        }
+    }
 }
 
 /// A read to make: which wallet, on which dexes.
@@ -178,9 +229,11 @@ pub enum Discovery {
 pub struct Schedule {
     cfg: Intervals,
     wallets: HashMap<String, Tracked>,
-    queues: [BTreeSet<(OffsetDateTime, Reverse<u64>, String)>; TIERS],
-    /// Stride-scheduling pass per tier: requests taken / share.
-    pass: [f64; TIERS],
+    /// Per lane, the wallets by due time, larger first: the tiers by refresh
+    /// due, the sweep lane by sweep due.
+    queues: [BTreeSet<(OffsetDateTime, Reverse<u64>, String)>; LANES],
+    /// Stride-scheduling pass per lane: requests taken / share.
+    pass: [f64; LANES],
     unsaved: HashSet<String>,
 }
 
@@ -197,36 +250,54 @@ impl Schedule {
                 Some(t) => t + s.cfg.refresh[tier as usize],
                 None => now,
             };
-            s.insert(Tracked {
-                entry,
-                label: None,
-                tags: Vec::new(),
-                due,
-                rank: Reverse(0),
-                tier,
-                in_flight: false,
-            });
+            s.insert(Tracked::new(entry, due, tier));
         }
         s
     }
 
     fn insert(&mut self, mut t: Tracked) {
         t.rank = rank_of(&t.entry);
-        self.queues[t.tier as usize].insert((t.due, t.rank, t.entry.address.clone()));
+        t.sweep_due = sweep_due(&t.entry, t.tier, &self.cfg);
+        Self::enqueue(&mut self.queues, &t);
         self.wallets.insert(t.entry.address.clone(), t);
     }
 
-    /// Removes from the queue, applies `f`, recomputes tier and queue position.
+    fn enqueue(
+        queues: &mut [BTreeSet<(OffsetDateTime, Reverse<u64>, String)>; LANES],
+        t: &Tracked,
+    ) {
+        let address = &t.entry.address;
+        queues[t.tier as usize].insert((t.due, t.rank, address.clone()));
+        if let Some(s) = t.sweep_due {
+            queues[SWEEP].insert((s, t.rank, address.clone()));
+        }
+    }
+
+    fn dequeue(
+        queues: &mut [BTreeSet<(OffsetDateTime, Reverse<u64>, String)>; LANES],
+        t: &Tracked,
+    ) {
+        let address = &t.entry.address;
+        queues[t.tier as usize].remove(&(t.due, t.rank, address.clone()));
+        if let Some(s) = t.sweep_due {
+            queues[SWEEP].remove(&(s, t.rank, address.clone()));
+        }
+    }
+
+    /// Removes from the queues, applies `f`, recomputes tier and queue positions.
     fn update(&mut self, address: &str, f: impl FnOnce(&mut Tracked, &Intervals)) {
         let Some(t) = self.wallets.get_mut(address) else {
             return;
         };
-        self.queues[t.tier as usize].remove(&(t.due, t.rank, address.to_owned()));
+        if !t.in_flight {
+            Self::dequeue(&mut self.queues, t);
+        }
         f(t, &self.cfg);
         t.tier = tier_of(&t.entry, &self.cfg);
         t.rank = rank_of(&t.entry);
+        t.sweep_due = sweep_due(&t.entry, t.tier, &self.cfg);
         if !t.in_flight {
-            self.queues[t.tier as usize].insert((t.due, t.rank, address.to_owned()));
+            Self::enqueue(&mut self.queues, t);
         }
         self.unsaved.insert(address.to_owned());
     }
@@ -260,15 +331,11 @@ impl Schedule {
         now: OffsetDateTime,
     ) {
         if !self.wallets.contains_key(address) {
-            self.insert(Tracked {
-                entry: RegistryEntry::new(address.to_owned(), DiscoverySource::List, now),
-                label: None,
-                tags: Vec::new(),
-                due: now,
-                rank: Reverse(0),
-                tier: Tier::Shrimp,
-                in_flight: false,
-            });
+            self.insert(Tracked::new(
+                RegistryEntry::new(address.to_owned(), DiscoverySource::List, now),
+                now,
+                Tier::Shrimp,
+            ));
         }
         self.update(address, |t, _| {
             t.entry.sources |= DiscoverySource::List.bit();
@@ -294,15 +361,11 @@ impl Schedule {
         };
         let new = !self.wallets.contains_key(&address);
         if new {
-            self.insert(Tracked {
-                entry: RegistryEntry::new(address.clone(), source, now),
-                label: None,
-                tags: Vec::new(),
-                due: now,
-                rank: Reverse(0),
-                tier: Tier::Shrimp,
-                in_flight: false,
-            });
+            self.insert(Tracked::new(
+                RegistryEntry::new(address.clone(), source, now),
+                now,
+                Tier::Shrimp,
+            ));
         }
         let half_life = self.cfg.notional_half_life;
         self.update(&address, |t, cfg| {
@@ -339,36 +402,47 @@ impl Schedule {
         new
     }
 
-    /// Takes the next due wallet: among the tiers with a due wallet, the one
-    /// furthest below its share of the requests (ties: the higher tier), the
-    /// earliest due within it. `dexes` are the exchange's dexes now.
+    /// Takes the next due wallet. A whale whose last read is older than
+    /// [`Intervals::whale_deadline`] goes first; otherwise, among the lanes
+    /// with a due wallet, the one furthest below its share of the requests
+    /// (ties: the higher tier, the sweeps last), the earliest due within it.
+    /// `dexes` are the exchange's dexes now.
     pub fn next_due(&mut self, now: OffsetDateTime, dexes: &[String]) -> Option<ReadJob> {
-        let due: Vec<usize> = (0..TIERS)
-            .filter(|&t| self.queues[t].first().is_some_and(|(d, _, _)| *d <= now))
+        let due: Vec<usize> = (0..LANES)
+            .filter(|&l| self.queues[l].first().is_some_and(|(d, _, _)| *d <= now))
             .collect();
-        let tier = *due
-            .iter()
-            .min_by(|&&a, &&b| self.pass[a].total_cmp(&self.pass[b]).then(a.cmp(&b)))?;
-        // A tier with nothing due banks no credit.
-        let floor = self.pass[tier];
-        for t in (0..TIERS).filter(|t| !due.contains(t)) {
-            self.pass[t] = self.pass[t].max(floor);
+        // The queue orders whales by refresh due (last read + refresh, or
+        // sooner after a trade), so its first is the stalest.
+        let late = now - (self.cfg.whale_deadline - self.cfg.refresh[Tier::Whale as usize]);
+        // A late whale is read outside the shares (its read counts in no
+        // lane's pass): the shares divide what the deadline leaves.
+        let overdue = self.queues[Tier::Whale as usize]
+            .first()
+            .is_some_and(|(d, _, _)| *d <= late);
+        let lane = if overdue {
+            Tier::Whale as usize
+        } else {
+            *due.iter()
+                .min_by(|&&a, &&b| self.pass[a].total_cmp(&self.pass[b]).then(a.cmp(&b)))?
+        };
+        if !overdue {
+            // A lane with nothing due banks no credit.
+            let floor = self.pass[lane];
+            for l in (0..LANES).filter(|l| !due.contains(l)) {
+                self.pass[l] = self.pass[l].max(floor);
+            }
         }
-        let address = self.queues[tier]
+        let address = self.queues[lane]
             .first()
             .map(|(_, _, a)| a.clone())
-            .expect("the tier has a due wallet");
+            .expect("the lane has a due wallet");
         let t = self
             .wallets
             .get_mut(&address)
             .expect("queued wallets exist");
-        self.queues[tier].remove(&(t.due, t.rank, address.clone()));
+        Self::dequeue(&mut self.queues, t);
         t.in_flight = true;
-        let interval = self.cfg.sweep[tier];
-        let sweep = match t.entry.last_sweep_at {
-            Some(s) => now - s >= interval,
-            None => now - t.entry.first_seen_at >= interval * spread(&address),
-        };
+        let sweep = lane == SWEEP || t.sweep_due.is_none();
         let read: Vec<String> = if sweep {
             dexes.to_vec()
         } else {
@@ -378,8 +452,10 @@ impl Schedule {
                 .cloned()
                 .collect()
         };
-        let share = f64::from(self.cfg.share[tier].max(1));
-        self.pass[tier] += read.len().max(1) as f64 / share;
+        if !overdue {
+            let share = f64::from(self.cfg.share[lane].max(1));
+            self.pass[lane] += read.len().max(1) as f64 / share;
+        }
         Some(ReadJob {
             address,
             dexes: read,
@@ -415,19 +491,14 @@ impl Schedule {
             e.position_value = Some(position_value.clone());
             if job.sweep {
                 e.last_sweep_at = Some(at);
-                e.dexes = active_dexes
-                    .iter()
-                    .filter(|d| !d.is_empty())
-                    .cloned()
-                    .collect();
-            } else {
-                for d in active_dexes.iter().filter(|d| !d.is_empty()) {
-                    if !e.dexes.contains(d) {
-                        e.dexes.push(d.clone());
-                    }
-                }
             }
+            // The dexes read keep the wallet only where it holds equity or a
+            // position; one added by a trade during the read stays until read.
+            e.dexes.retain(|d| !job.dexes.contains(d));
+            e.dexes
+                .extend(active_dexes.iter().filter(|d| !d.is_empty()).cloned());
             e.dexes.sort();
+            e.dexes.dedup();
             let empty = positions == 0 && !account_value.0.is_positive();
             e.empty_reads = if empty { e.empty_reads + 1 } else { 0 };
             // The read supersedes the trade estimate of its size.
@@ -467,14 +538,11 @@ impl Schedule {
     pub fn tier(&self, address: &str) -> Option<Tier> {
         self.wallets.get(address).map(|t| t.tier)
     }
-}
 
-/// A fraction in [0, 1) fixed by the address (FNV-1a of its text).
-fn spread(address: &str) -> f64 {
-    let hash = address.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    (hash % 10_000) as f64 / 10_000.0
+    /// When a wallet's next sweep is due (`None`: every read is a sweep).
+    pub fn sweep_due_of(&self, address: &str) -> Option<OffsetDateTime> {
+        self.wallets.get(address).and_then(|t| t.sweep_due)
+    }
 }
 
 /// A non-negative USD amount rounded to cents, as a decimal.
@@ -518,6 +586,12 @@ mod tests {
         );
     }
 
+    fn read(s: &mut Schedule, job: &ReadJob, value: &str, active: &[&str], at: OffsetDateTime) {
+        let v: Decimal = value.parse().unwrap();
+        let active: Vec<String> = active.iter().map(|d| d.to_string()).collect();
+        s.read_ok(job, &v, &v, 1, &active, at);
+    }
+
     #[test]
     fn reads_set_the_next_due_time_by_exposure_and_sweep_rarely() {
         let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
@@ -525,34 +599,36 @@ mod tests {
         let job = s.next_due(NOW, &dexes()).unwrap();
         assert!(!job.sweep, "the first read is the main dex only");
         assert_eq!(job.dexes, [""]);
-        s.read_ok(
-            &job,
-            &"4000000".parse().unwrap(),
-            &"3000000".parse().unwrap(),
-            2,
-            &["".into()],
-            NOW,
-        );
+        read(&mut s, &job, "4000000", &[""], NOW);
         assert_eq!(s.next_due(NOW + Duration::seconds(119), &dexes()), None);
-        // Its first sweep falls within the whale sweep interval (6 h) of its discovery.
-        let later = NOW + Duration::hours(6) + Duration::minutes(2);
-        let job = s.next_due(later, &dexes()).unwrap();
+        let job = s.next_due(NOW + Duration::minutes(2), &dexes()).unwrap();
+        assert!(!job.sweep, "a refresh reads the dexes it is known on");
+        read(&mut s, &job, "4000000", &[""], NOW + Duration::minutes(2));
+        // 4M USD: swept every 6 h / 4 = 90 min, counted from its discovery.
+        let at = NOW + Duration::minutes(90);
+        assert_eq!(s.sweep_due_of("0xw"), Some(at));
+        let job = s.next_due(at - Duration::minutes(2), &dexes()).unwrap();
+        assert!(
+            !job.sweep,
+            "a late refresh is not a sweep before the sweep is due"
+        );
+        read(&mut s, &job, "4000000", &[""], at - Duration::minutes(2));
+        let job = s.next_due(at, &dexes()).unwrap();
         assert!(job.sweep);
         assert_eq!(job.dexes, dexes());
-        s.read_ok(
-            &job,
-            &"4000000".parse().unwrap(),
-            &"3000000".parse().unwrap(),
-            2,
-            &["".into(), "xyz".into()],
-            later,
-        );
-        let job = s.next_due(later + Duration::minutes(2), &dexes()).unwrap();
+        read(&mut s, &job, "4000000", &["", "xyz"], at);
+        assert_eq!(s.sweep_due_of("0xw"), Some(at + Duration::minutes(90)));
+        let job = s.next_due(at + Duration::minutes(2), &dexes()).unwrap();
         assert!(!job.sweep);
         assert_eq!(job.dexes, ["", "xyz"], "only where it holds equity");
-        // It emptied its account: demoted after three empty reads.
+        // It closed its xyz position: the next refresh stops reading xyz.
+        read(&mut s, &job, "4000000", &[""], at + Duration::minutes(2));
+        let job = s.next_due(at + Duration::minutes(4), &dexes()).unwrap();
+        assert_eq!(job.dexes, [""]);
+        // It emptied its account: demoted after three empty reads, and a
+        // demoted wallet's rare reads cover every dex.
         let zero = Decimal::zero();
-        let mut at = later + Duration::minutes(2);
+        let mut at = at + Duration::minutes(4);
         s.read_ok(&job, &zero, &zero, 0, &[], at);
         for _ in 0..2 {
             at += Duration::hours(6);
@@ -560,7 +636,85 @@ mod tests {
             s.read_ok(&job, &zero, &zero, 0, &[], at);
         }
         assert_eq!(s.tier("0xw"), Some(Tier::Demoted));
+        assert_eq!(s.sweep_due_of("0xw"), None);
+        let job = s.next_due(at + Duration::days(7), &dexes()).unwrap();
+        assert!(job.sweep);
         assert_eq!(s.len(), 1, "demoted, not forgotten");
+    }
+
+    #[test]
+    fn the_biggest_are_swept_first_within_the_sweep_share() {
+        let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
+        // 300 whales from 1M to 300M USD, read once, their refreshes not due.
+        for i in 1..=300 {
+            s.discover(lb(&format!("0xw{i:03}"), &format!("{}000000", i)), NOW);
+        }
+        let jobs: Vec<ReadJob> = std::iter::from_fn(|| s.next_due(NOW, &dexes())).collect();
+        for job in &jobs {
+            let millions = &job.address[3..];
+            read(&mut s, job, &format!("{millions}000000"), &[""], NOW);
+        }
+        // A 300M whale's sweep is due after the shortest interval (15 min),
+        // a 2M one's after 3 h.
+        assert_eq!(s.sweep_due_of("0xw300"), Some(NOW + Duration::minutes(15)));
+        assert_eq!(s.sweep_due_of("0xw002"), Some(NOW + Duration::hours(3)));
+        // Refreshed 57 min later (late, so before any sweep), then at 60 min
+        // every whale is due again (not late) and the 24 biggest (24M USD or
+        // more: 6 h / 24 = 15 min) and more for a sweep: the sweeps get their
+        // 6 % of the requests, biggest first.
+        let refreshed = NOW + Duration::minutes(57);
+        for _ in 0..300 {
+            let job = s.next_due(refreshed, &dexes()).unwrap();
+            assert!(!job.sweep, "late whales go first");
+            let millions = &job.address[3..];
+            read(&mut s, &job, &format!("{millions}000000"), &[""], refreshed);
+        }
+        let at = NOW + Duration::hours(1);
+        let mut requests = [0usize; 2];
+        let mut swept = Vec::new();
+        for _ in 0..200 {
+            let job = s.next_due(at, &dexes()).unwrap();
+            requests[usize::from(job.sweep)] += job.dexes.len();
+            if job.sweep {
+                swept.push(job.address.clone());
+            }
+        }
+        let share = requests[1] * 100 / (requests[0] + requests[1]);
+        assert!(
+            (5..=8).contains(&share),
+            "sweeps took {share} % of {requests:?}"
+        );
+        // Biggest first (the refreshes take some of them meanwhile: a wallet
+        // in flight is in no lane).
+        assert_eq!(swept[0], "0xw300");
+        assert!(swept.windows(2).all(|w| w[0] > w[1]), "{swept:?}");
+    }
+
+    #[test]
+    fn a_whale_at_its_deadline_goes_before_every_share() {
+        let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
+        for i in 0..100 {
+            s.discover(lb(&format!("0xw{i:03}"), "5000000"), NOW);
+            s.discover(lb(&format!("0xs{i:03}"), "500000"), NOW);
+        }
+        // Within the deadline the shares hold: some sharks are read.
+        let first: Vec<Tier> = (0..40)
+            .map(|_| {
+                s.next_due(NOW + Duration::seconds(60), &dexes())
+                    .unwrap()
+                    .tier
+            })
+            .collect();
+        assert!(first.contains(&Tier::Shark));
+        // 270 s after discovery the remaining whales are past the deadline
+        // (due at once, read 4.5 min late): every read goes to them first.
+        let late = NOW + Duration::seconds(150);
+        let whales_left = 100 - first.iter().filter(|&&t| t == Tier::Whale).count();
+        let next: Vec<Tier> = (0..whales_left)
+            .map(|_| s.next_due(late, &dexes()).unwrap().tier)
+            .collect();
+        assert!(next.iter().all(|&t| t == Tier::Whale), "{next:?}");
+        assert_eq!(s.next_due(late, &dexes()).unwrap().tier, Tier::Shark);
     }
 
     #[test]
@@ -575,13 +729,13 @@ mod tests {
             .map(|_| s.next_due(NOW, &dexes()).unwrap().tier)
             .collect();
         let count = |t: Tier| tiers.iter().filter(|&&x| x == t).count();
-        // 85 : 9 : 3 of the shares, the rest (shrimp, demoted) having nothing due.
+        // 80 : 8 : 3 of the shares, the rest (shrimp, demoted, sweeps) having nothing due.
         assert_eq!(tiers[0], Tier::Whale, "ties go to the higher tier");
         let (w, sh, f) = (count(Tier::Whale), count(Tier::Shark), count(Tier::Fish));
         assert_eq!(w + sh + f, 500);
-        let expect = |share: usize| 500 * share / 97;
-        assert!(w.abs_diff(expect(85)) <= 2, "{w} whale reads of 500");
-        assert!(sh.abs_diff(expect(9)) <= 2, "{sh} shark reads of 500");
+        let expect = |share: usize| 500 * share / 91;
+        assert!(w.abs_diff(expect(80)) <= 2, "{w} whale reads of 500");
+        assert!(sh.abs_diff(expect(8)) <= 2, "{sh} shark reads of 500");
         assert!(f.abs_diff(expect(3)) <= 2, "{f} fish reads of 500");
         // Within a tier, of wallets due at once, the bigger goes first.
         let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
