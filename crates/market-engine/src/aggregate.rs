@@ -89,7 +89,8 @@ pub struct Materialized {
     pub markets: Vec<Market>,
     /// One wallet per input, with its aggregates, ordered by address.
     pub wallets: Vec<Wallet>,
-    /// Positions ordered by (symbol, address), label and tags filled in.
+    /// Positions, label and tags filled in (`materialize` orders them by
+    /// (symbol, address); [`crate::Snapshot::build`] takes any order).
     pub positions: Vec<MarketPosition>,
     /// The `current` liquidity day of every asset, ordered by symbol.
     pub current_days: Vec<LiquidityDay>,

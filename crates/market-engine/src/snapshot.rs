@@ -665,25 +665,50 @@ fn patch_sorted<T: Clone>(
     out
 }
 
+/// The market index of each position (`usize::MAX`: unknown market), and
+/// the market index that splits them into two halves of about equal size,
+/// each market wholly in one (markets below it in the lower half).
+fn split_by_market(
+    positions: &[MarketPosition],
+    by_symbol: &HashMap<String, usize>,
+) -> (Vec<usize>, usize) {
+    let market: Vec<usize> = positions
+        .iter()
+        .map(|p| by_symbol.get(&p.symbol).copied().unwrap_or(usize::MAX))
+        .collect();
+    let mut counts = vec![0usize; by_symbol.len()];
+    for &m in market.iter().filter(|&&m| m != usize::MAX) {
+        counts[m] += 1;
+    }
+    let mut seen = 0;
+    let split = counts
+        .iter()
+        .position(|&c| {
+            seen += c;
+            2 * seen >= positions.len()
+        })
+        .map_or(counts.len(), |m| m + 1);
+    (market, split)
+}
+
 /// Position items of `positions`, grouped by market index and sorted in page
 /// order (`same_value` orders the wallet slots of equal values by address);
 /// positions of unknown markets or wallets are left out.
-fn position_items(
-    positions: Vec<MarketPosition>,
-    by_symbol: &HashMap<String, usize>,
+fn position_items<'a>(
+    positions: impl Iterator<Item = (usize, &'a MarketPosition)>,
     markets: usize,
     slot_of: impl Fn(&str) -> Option<u32>,
     same_value: impl Fn(u32, u32) -> Ordering,
 ) -> Vec<Vec<Arc<PositionItem>>> {
     let mut grouped: Vec<Vec<(SortKey, u32, Arc<PositionItem>)>> =
         (0..markets).map(|_| Vec::new()).collect();
-    for p in positions {
-        let (Some(&m), Some(wallet)) = (by_symbol.get(&p.symbol), slot_of(&p.address)) else {
+    for (m, p) in positions {
+        let (true, Some(wallet)) = (m < markets, slot_of(&p.address)) else {
             continue;
         };
         let value = SortKey::new(&p.position_value.0);
         let item = PositionItem {
-            json: render(&p),
+            json: render(p),
             value: value.clone(),
             wallet,
             direction: p.direction,
@@ -700,16 +725,81 @@ fn position_items(
         .collect()
 }
 
-/// `slots` sorted in `(sort, order)`'s order, when slot order is address
-/// order (a build), on keys copied out of the items first.
-fn sorted_by_value(wallets: &Wallets, sort: WalletSort, order: SortOrder) -> Vec<u32> {
-    let mut keyed: Vec<(Option<&SortKey>, u32)> = wallets
-        .by_address
+/// `slots` in `sort`'s ascending and descending orders, when slot order is
+/// address order (a build): sorted once, ascending, on keys copied out of the
+/// items; the descending order is derived from it (nulls stay last, and equal
+/// values keep address order in both).
+fn sorted_by_value(wallets: &Wallets, sort: WalletSort) -> (Vec<u32>, Vec<u32>) {
+    let mut nulls = Vec::new();
+    let mut keyed: Vec<(&SortKey, u32)> = Vec::with_capacity(wallets.by_address.len());
+    for &s in &wallets.by_address {
+        match wallets.item(s).key(sort) {
+            Some(k) => keyed.push((k, s)),
+            None => nulls.push(s),
+        }
+    }
+    // Values that share a scale once widened to i128 sort as integers, several
+    // times faster than decimal comparisons; anything else as decimals.
+    let ascending: Vec<(u32, bool)> = match widened(&keyed) {
+        Some(mut ints) => {
+            ints.sort_unstable();
+            let mut out = Vec::with_capacity(ints.len());
+            for (i, &(v, slot)) in ints.iter().enumerate() {
+                out.push((slot, i > 0 && ints[i - 1].0 == v));
+            }
+            out
+        }
+        None => {
+            keyed.sort_unstable_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(&b.1)));
+            let mut out = Vec::with_capacity(keyed.len());
+            for (i, &(k, slot)) in keyed.iter().enumerate() {
+                out.push((slot, i > 0 && keyed[i - 1].0 == k));
+            }
+            out
+        }
+    };
+    // Runs of equal values, from the largest, each in address order.
+    let mut desc: Vec<u32> = Vec::with_capacity(wallets.by_address.len());
+    let mut end = ascending.len();
+    while end > 0 {
+        let mut start = end - 1;
+        while ascending[start].1 {
+            start -= 1;
+        }
+        desc.extend(ascending[start..end].iter().map(|a| a.0));
+        end = start;
+    }
+    desc.extend(&nulls);
+    let mut asc: Vec<u32> = ascending.into_iter().map(|a| a.0).collect();
+    asc.extend(nulls);
+    (asc, desc)
+}
+
+/// The keys as integers at their largest scale, when every one is inline and
+/// the widening fits (at most 19 digits: |mantissa| < 2^63, 10^19 × 2^63 <
+/// 2^127).
+fn widened(keyed: &[(&SortKey, u32)]) -> Option<Vec<(i128, u32)>> {
+    let inline: Vec<(i64, i16, u32)> = keyed
         .iter()
-        .map(|&s| (wallets.item(s).key(sort), s))
-        .collect();
-    keyed.sort_unstable_by(|a, b| cmp_values(a.0, b.0, order).then_with(|| a.1.cmp(&b.1)));
-    keyed.into_iter().map(|(_, s)| s).collect()
+        .map(|(k, slot)| match k {
+            SortKey::Small { mantissa, scale } => Some((*mantissa, *scale, *slot)),
+            SortKey::Big(_) => None,
+        })
+        .collect::<Option<_>>()?;
+    let low = inline.iter().map(|k| k.1).min().unwrap_or(0);
+    let high = inline.iter().map(|k| k.1).max().unwrap_or(0);
+    if i32::from(high) - i32::from(low) > 19 {
+        return None;
+    }
+    Some(
+        inline
+            .into_iter()
+            .map(|(mantissa, scale, slot)| {
+                let pow = 10i128.pow(u32::from(high.abs_diff(scale)));
+                (i128::from(mantissa) * pow, slot)
+            })
+            .collect(),
+    )
 }
 
 impl Snapshot {
@@ -731,32 +821,31 @@ impl Snapshot {
             wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
         }
         wallets.dedup_by(|a, b| a.address == b.address);
-        let addresses: Vec<&str> = wallets.iter().map(|w| w.address.as_str()).collect();
-        let slot_of = |address: &str| -> Option<u32> {
-            addresses.binary_search(&address).ok().map(|i| i as u32)
-        };
+        // A hash lookup per position, not a binary search over addresses.
+        let slots: HashMap<&str, u32, foldhash::fast::RandomState> = wallets
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.address.as_str(), i as u32))
+            .collect();
+        let slot_of = |address: &str| -> Option<u32> { slots.get(address).copied() };
         let flags: Vec<u8> = wallets.iter().map(filter_flags).collect();
         // Slots are in address order here, so equal values order by slot.
-        // Positions render on two threads (split between two markets),
-        // wallets on a third.
-        let mut lower = positions;
-        let mut mid = lower.len() / 2;
-        while mid > 0 && mid < lower.len() && lower[mid - 1].symbol == lower[mid].symbol {
-            mid += 1;
-        }
-        let upper = lower.split_off(mid.min(lower.len()));
+        // Positions render on two threads (each market wholly in one half,
+        // whatever the input order), wallets on a third.
+        // (Each half reads the positions in place: moving a million model
+        // structs into two vectors cost more than the lookups.)
+        let (market, split) = split_by_market(&positions, &part.by_symbol);
         let (positions, index) = std::thread::scope(|s| {
-            let render = |half: Vec<MarketPosition>| {
-                position_items(
-                    half,
-                    &part.by_symbol,
-                    part.markets.len(),
-                    slot_of,
-                    |a, b| a.cmp(&b),
-                )
+            let render = |upper: bool| {
+                let half = market
+                    .iter()
+                    .zip(&positions)
+                    .filter(|(&m, _)| m != usize::MAX && (m >= split) == upper)
+                    .map(|(&m, p)| (m, p));
+                position_items(half, part.markets.len(), slot_of, |a, b| a.cmp(&b))
             };
-            let upper = s.spawn(move || render(upper));
-            let lower = s.spawn(move || render(lower));
+            let upper = s.spawn(move || render(true));
+            let lower = s.spawn(move || render(false));
             let positions = s.spawn(move || {
                 let (lower, upper) = (
                     lower.join().expect("building positions"),
@@ -766,14 +855,9 @@ impl Snapshot {
                     .into_iter()
                     .zip(upper)
                     .map(|(mut a, b)| {
+                        // Each market is in one half only.
                         if a.is_empty() {
                             a = b;
-                        } else if !b.is_empty() {
-                            // Unsorted input put a market in both halves.
-                            a.extend(b);
-                            a.sort_by(|x, y| {
-                                y.value.cmp(&x.value).then_with(|| x.wallet.cmp(&y.wallet))
-                            });
                         }
                         Arc::new(MarketPositions::new(a))
                     })
@@ -789,9 +873,12 @@ impl Snapshot {
                 orders: HashMap::new(),
                 flags,
             };
-            for (sort, order) in sort_orders() {
-                let lists = filtered_lists(sorted_by_value(&index, sort, order), &index.flags);
-                index.orders.insert((sort, order), lists);
+            for &sort in WalletSort::ALL {
+                let (asc, desc) = sorted_by_value(&index, sort);
+                for (order, list) in [(SortOrder::Asc, asc), (SortOrder::Desc, desc)] {
+                    let lists = filtered_lists(list, &index.flags);
+                    index.orders.insert((sort, order), lists);
+                }
             }
             (positions.join().expect("building positions"), index)
         });
@@ -877,8 +964,9 @@ impl Snapshot {
                         .map(|i| added[i])
                 };
                 let grouped = position_items(
-                    positions,
-                    &part.by_symbol,
+                    positions
+                        .iter()
+                        .filter_map(|p| part.by_symbol.get(&p.symbol).map(|&m| (m, p))),
                     part.markets.len(),
                     slot_of,
                     |a, b| index.item(a).cmp_address(index.item(b)),

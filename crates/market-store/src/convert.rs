@@ -282,30 +282,55 @@ pub(crate) fn positions_from(
     rows: Vec<PositionRow>,
     wallets: &HashMap<&str, &Wallet>,
 ) -> Result<Vec<MarketPosition>, StoreError> {
-    rows.into_iter()
-        .map(|r| {
-            let wallet = wallets.get(r.address.as_str());
-            Ok(MarketPosition {
-                label: wallet.and_then(|w| w.label.clone()),
-                tags: wallet.map(|w| w.tags.clone()).unwrap_or_default(),
-                direction: parse::<Direction>("position direction", &r.direction)?,
-                size_unit: r.symbol.clone(),
-                symbol: r.symbol,
-                address: r.address,
-                position_value: dec(r.position_value),
-                liq_price: r.liq_price.map(dec),
-                observed_at: from_db_time(r.observed_at),
-                leverage: dec(r.leverage),
-                size: dec(r.size),
-                u_pnl: dec(r.upnl),
-                u_pnl_pct: dec(r.upnl_pct),
-                entry_price: dec(r.entry_price),
-                mark_price: dec(r.mark_price),
-                margin: dec(r.margin),
-                funding_cost: dec(r.funding_cost),
-            })
-        })
-        .collect()
+    let mut positions = rows
+        .into_iter()
+        .map(position_from)
+        .collect::<Result<Vec<_>, _>>()?;
+    label_positions(&mut positions, wallets);
+    Ok(positions)
+}
+
+/// A position row as the model's position, without its wallet's label and
+/// tags (see [`label_positions`]).
+pub(crate) fn position_from(r: PositionRow) -> Result<MarketPosition, StoreError> {
+    Ok(MarketPosition {
+        label: None,
+        tags: Vec::new(),
+        direction: parse::<Direction>("position direction", &r.direction)?,
+        size_unit: r.symbol.clone(),
+        symbol: r.symbol,
+        address: r.address,
+        position_value: dec(r.position_value),
+        liq_price: r.liq_price.map(dec),
+        observed_at: from_db_time(r.observed_at),
+        leverage: dec(r.leverage),
+        size: dec(r.size),
+        u_pnl: dec(r.upnl),
+        u_pnl_pct: dec(r.upnl_pct),
+        entry_price: dec(r.entry_price),
+        mark_price: dec(r.mark_price),
+        margin: dec(r.margin),
+        funding_cost: dec(r.funding_cost),
+    })
+}
+
+/// Copies each wallet's label and tags into its positions (only wallets
+/// that have either are looked up: most have neither).
+pub(crate) fn label_positions(positions: &mut [MarketPosition], wallets: &HashMap<&str, &Wallet>) {
+    let labelled: HashMap<&str, &Wallet> = wallets
+        .iter()
+        .filter(|(_, w)| w.label.is_some() || !w.tags.is_empty())
+        .map(|(a, w)| (*a, *w))
+        .collect();
+    if labelled.is_empty() {
+        return;
+    }
+    for p in positions {
+        if let Some(w) = labelled.get(p.address.as_str()) {
+            p.label.clone_from(&w.label);
+            p.tags.clone_from(&w.tags);
+        }
+    }
 }
 
 /// The served snapshot from its converted wallets and positions and the

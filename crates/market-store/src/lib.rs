@@ -150,7 +150,8 @@ pub struct LoadedSnapshot {
     pub markets: Vec<Market>,
     /// Wallets by address.
     pub wallets: Vec<Wallet>,
-    /// Positions with the wallet's label and tags filled in.
+    /// Positions with the wallet's label and tags filled in, in no
+    /// particular order.
     pub positions: Vec<MarketPosition>,
     /// `current` liquidity days by symbol.
     pub current_days: Vec<LiquidityDay>,
@@ -325,11 +326,14 @@ impl Store {
                 .load(conn)?
         };
         let split = position_split(&markets);
-        let read_positions = |upper_half: bool| -> Result<Vec<PositionRow>, StoreError> {
+        // Rows are converted as they are read (no vector of rows beside the
+        // positions: that was about 470 MB at a million positions).
+        let read_positions = |upper_half: bool| -> Result<Vec<MarketPosition>, StoreError> {
             let query = positions::table
                 .filter(positions::version.le(v))
                 .filter(positions::valid_to.is_null().or(positions::valid_to.gt(v)))
-                .order((positions::symbol, positions::address))
+                // No ORDER BY: sorting a million wide rows cost SQLite more
+                // than the read itself, and the engine orders what it serves.
                 .select(PositionRow::as_select())
                 .into_boxed();
             let query = match (&split, upper_half) {
@@ -340,7 +344,11 @@ impl Store {
             };
             let mut pooled = self.conn()?;
             let conn: &mut DbConnection = &mut pooled;
-            Ok(query.load(conn)?)
+            let positions = query
+                .load_iter::<PositionRow, diesel::connection::DefaultLoadingMode>(conn)?
+                .map(|row| position_from(row?))
+                .collect();
+            positions
         };
         let (lower, upper, rest) = std::thread::scope(|s| {
             let lower = s.spawn(|| read_positions(false));
@@ -391,19 +399,12 @@ impl Store {
             )));
         }
         drop(pooled);
-        // Each position copies its wallet's label and tags: two threads.
         let by_address: HashMap<&str, &Wallet> =
             wallets.iter().map(|w| (w.address.as_str(), w)).collect();
-        let (lower, upper) = std::thread::scope(|s| {
-            let lower = s.spawn(|| positions_from(lower, &by_address));
-            let upper = positions_from(upper, &by_address);
-            (
-                lower.join().expect("converting positions does not panic"),
-                upper,
-            )
-        });
-        let mut positions = lower?;
-        positions.extend(upper?);
+        let mut positions = lower;
+        positions.extend(upper);
+        label_positions(&mut positions, &by_address);
+        drop(by_address);
         let mut loaded = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?;
         loaded.freshness = freshness;
         Ok(loaded)
