@@ -412,7 +412,8 @@ impl Schedule {
             .filter(|&l| self.queues[l].first().is_some_and(|(d, _, _)| *d <= now))
             .collect();
         // The queue orders whales by refresh due (last read + refresh, or
-        // sooner after a trade), so its first is the stalest.
+        // sooner after a trade), so its first is the stalest, or one that a
+        // trade made due and has waited as long.
         let late = now - (self.cfg.whale_deadline - self.cfg.refresh[Tier::Whale as usize]);
         // A late whale is read outside the shares (its read counts in no
         // lane's pass): the shares divide what the deadline leaves.
