@@ -1306,6 +1306,7 @@ mod tests {
             loop {
                 let page = s.positions_page(btc, direction, after.as_ref(), 7);
                 let got: Vec<MarketPosition> = items(&page.page);
+                assert!(seen.len() <= m.positions.len(), "paging does not end");
                 let last = page.last.unwrap();
                 let tail = got.last().unwrap();
                 assert_eq!(last.value, Some(tail.position_value.to_string()));
@@ -1351,6 +1352,7 @@ mod tests {
                 loop {
                     let (page, total) = s.wallets_page(q, after.as_ref(), 5);
                     assert_eq!(total, m.wallets.len());
+                    assert!(seen.len() <= m.wallets.len(), "paging does not end");
                     seen.extend(items::<Wallet>(&page.page));
                     if !page.page.has_more {
                         break;
@@ -1530,7 +1532,8 @@ mod tests {
         for m in 0..s.asset_count() {
             for direction in [None, Some(Direction::Long), Some(Direction::Short)] {
                 let mut after = None;
-                loop {
+                for pages in 0.. {
+                    assert!(pages <= s.counts().0, "paging does not end");
                     let page = s.positions_page(m, direction, after.as_ref(), 3);
                     let mut json = Vec::new();
                     page.page.write_items(&mut json);
@@ -1554,7 +1557,9 @@ mod tests {
                     direction,
                 };
                 let mut after = None;
-                loop {
+                // Bounded, so that a broken order fails instead of paging forever.
+                for pages in 0.. {
+                    assert!(pages <= s.counts().1, "paging does not end");
                     let (page, total) = s.wallets_page(q, after.as_ref(), 4);
                     let mut json = Vec::new();
                     page.page.write_items(&mut json);
