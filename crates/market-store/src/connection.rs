@@ -73,10 +73,13 @@ impl ConnectionManager {
                 let path = self.url.strip_prefix("sqlite://").unwrap_or(&self.url);
                 let mut conn = SqliteConnection::establish(path)
                     .map_err(|e| StoreError::Connect(e.to_string()))?;
-                // WAL lets readers run during a write; busy_timeout turns lock
-                // contention into a bounded wait; foreign keys enforce cascades.
+                // busy_timeout first: it turns lock contention into a bounded
+                // wait, and switching a new file to WAL takes a lock that the
+                // pool's other new connections contend for ("database is
+                // locked" otherwise). WAL lets readers run during a write;
+                // foreign keys enforce cascades.
                 conn.batch_execute(&format!(
-                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = {};",
+                    "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
                     self.busy_timeout.as_millis()
                 ))
                 .map_err(|e| StoreError::Connect(e.to_string()))?;
