@@ -743,19 +743,11 @@ fn sorted_by_value(wallets: &Wallets, sort: WalletSort) -> (Vec<u32>, Vec<u32>) 
     let ascending: Vec<(u32, bool)> = match widened(&keyed) {
         Some(mut ints) => {
             ints.sort_unstable();
-            let mut out = Vec::with_capacity(ints.len());
-            for (i, &(v, slot)) in ints.iter().enumerate() {
-                out.push((slot, i > 0 && ints[i - 1].0 == v));
-            }
-            out
+            with_ties(&ints)
         }
         None => {
             keyed.sort_unstable_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(&b.1)));
-            let mut out = Vec::with_capacity(keyed.len());
-            for (i, &(k, slot)) in keyed.iter().enumerate() {
-                out.push((slot, i > 0 && keyed[i - 1].0 == k));
-            }
-            out
+            with_ties(&keyed)
         }
     };
     // Runs of equal values, from the largest, each in address order.
@@ -773,6 +765,15 @@ fn sorted_by_value(wallets: &Wallets, sort: WalletSort) -> (Vec<u32>, Vec<u32>) 
     let mut asc: Vec<u32> = ascending.into_iter().map(|a| a.0).collect();
     asc.extend(nulls);
     (asc, desc)
+}
+
+/// Sorted (key, slot) pairs as (slot, whether its key equals the previous one's).
+fn with_ties<K: PartialEq>(sorted: &[(K, u32)]) -> Vec<(u32, bool)> {
+    sorted
+        .iter()
+        .enumerate()
+        .map(|(i, (k, slot))| (*slot, i > 0 && sorted[i - 1].0 == *k))
+        .collect()
 }
 
 /// The keys as integers at their largest scale, when every one is inline and

@@ -280,7 +280,7 @@ pub(crate) fn wallets_from(rows: Vec<WalletRow>) -> Result<Vec<Wallet>, StoreErr
 /// Position rows as models, with the label and tags of their wallet.
 pub(crate) fn positions_from(
     rows: Vec<PositionRow>,
-    wallets: &HashMap<&str, &Wallet>,
+    wallets: &[Wallet],
 ) -> Result<Vec<MarketPosition>, StoreError> {
     let mut positions = rows
         .into_iter()
@@ -316,11 +316,11 @@ pub(crate) fn position_from(r: PositionRow) -> Result<MarketPosition, StoreError
 
 /// Copies each wallet's label and tags into its positions (only wallets
 /// that have either are looked up: most have neither).
-pub(crate) fn label_positions(positions: &mut [MarketPosition], wallets: &HashMap<&str, &Wallet>) {
+pub(crate) fn label_positions(positions: &mut [MarketPosition], wallets: &[Wallet]) {
     let labelled: HashMap<&str, &Wallet> = wallets
         .iter()
-        .filter(|(_, w)| w.label.is_some() || !w.tags.is_empty())
-        .map(|(a, w)| (*a, *w))
+        .filter(|w| w.label.is_some() || !w.tags.is_empty())
+        .map(|w| (w.address.as_str(), w))
         .collect();
     if labelled.is_empty() {
         return;

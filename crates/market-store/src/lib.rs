@@ -12,7 +12,6 @@ pub mod schema;
 pub mod tokens;
 pub mod types;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use diesel::prelude::*;
@@ -399,12 +398,9 @@ impl Store {
             )));
         }
         drop(pooled);
-        let by_address: HashMap<&str, &Wallet> =
-            wallets.iter().map(|w| (w.address.as_str(), w)).collect();
         let mut positions = lower;
         positions.extend(upper);
-        label_positions(&mut positions, &by_address);
-        drop(by_address);
+        label_positions(&mut positions, &wallets);
         let mut loaded = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?;
         loaded.freshness = freshness;
         Ok(loaded)
@@ -508,9 +504,7 @@ impl Store {
         let coverage: NetworkCoverage = serde_json::from_str(&coverage)
             .map_err(|e| StoreError::Corrupt(format!("coverage of version {v}: {e}")))?;
         let wallets = wallets_from(wallet_rows)?;
-        let by_address: HashMap<&str, &Wallet> =
-            wallets.iter().map(|w| (w.address.as_str(), w)).collect();
-        let positions = positions_from(position_rows, &by_address)?;
+        let positions = positions_from(position_rows, &wallets)?;
         let loaded = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?;
         Ok(Some(LoadedChanges {
             meta: loaded.meta,
