@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use market_engine::{Changes, Materialized, Snapshot};
+use market_engine::{Changes, Materialized, RenderedPosition, Snapshot};
 use market_store::{Store, StoreError, TokenRecord, UsageRow};
 use time::OffsetDateTime;
 
@@ -293,8 +293,12 @@ impl AppState {
                 (next, how)
             }
             None => {
-                let loaded = self.store.load_snapshot(&meta)?;
-                let next = Snapshot::build(
+                // Positions are rendered from their stored text as they
+                // are read (no decimal is parsed and printed again).
+                let loaded = self
+                    .store
+                    .load_for_serving(&meta, RenderedPosition::from_text)?;
+                let next = Snapshot::build_rendered(
                     meta.version,
                     Materialized {
                         observed_at: meta.observed_at,

@@ -82,7 +82,7 @@ pub struct ScanInput {
 
 /// The materialized aggregates of one scan.
 #[derive(Clone, Debug)]
-pub struct Materialized {
+pub struct Materialized<P = MarketPosition> {
     /// When the scan was taken.
     pub observed_at: OffsetDateTime,
     /// One market per quote, with its aggregates, ordered by symbol.
@@ -90,8 +90,9 @@ pub struct Materialized {
     /// One wallet per input, with its aggregates, ordered by address.
     pub wallets: Vec<Wallet>,
     /// Positions, label and tags filled in (`materialize` orders them by
-    /// (symbol, address); [`crate::Snapshot::build`] takes any order).
-    pub positions: Vec<MarketPosition>,
+    /// (symbol, address); [`crate::Snapshot::build`] takes any order): model
+    /// structs, or [`crate::RenderedPosition`]s of a version read back.
+    pub positions: Vec<P>,
     /// The `current` liquidity day of every asset, ordered by symbol.
     pub current_days: Vec<LiquidityDay>,
     /// Freshness of the writer's tracked wallets, when it tracks more than it

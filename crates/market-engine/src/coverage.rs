@@ -6,12 +6,13 @@ use std::collections::HashMap;
 
 use bigdecimal::{BigDecimal, RoundingMode, Zero};
 use market_model::{
-    ClassStaleness, Decimal, Direction, Market, MarketCoverage, MarketPosition, NetworkCoverage,
-    SizeClass, WalletFreshness,
+    ClassStaleness, Decimal, Direction, Market, MarketCoverage, NetworkCoverage, SizeClass,
+    WalletFreshness,
 };
 use time::OffsetDateTime;
 
 use crate::fixed::{Fixed, Sum};
+use crate::position::PositionKeys;
 
 /// The size classes in report order.
 const CLASSES: [SizeClass; 3] = [SizeClass::Whale, SizeClass::Shark, SizeClass::Shrimp];
@@ -83,7 +84,16 @@ fn share(covered: &BigDecimal, total: &BigDecimal) -> Option<Decimal> {
 /// The coverage report of a materialized version: with the writer's
 /// freshness of its tracked wallets when it has one, else the freshness of
 /// the served wallets.
-pub fn coverage_of(m: &crate::aggregate::Materialized) -> NetworkCoverage {
+pub fn coverage_of<P: PositionKeys>(m: &crate::aggregate::Materialized<P>) -> NetworkCoverage {
+    report(m, &m.positions)
+}
+
+/// [`coverage_of`] with the version's positions given apart (they may be
+/// held in parts).
+pub(crate) fn report<Q, P: PositionKeys>(
+    m: &crate::aggregate::Materialized<Q>,
+    positions: impl IntoIterator<Item = P>,
+) -> NetworkCoverage {
     let freshness = m.freshness.clone().unwrap_or_else(|| {
         wallet_freshness(
             m.observed_at,
@@ -92,18 +102,18 @@ pub fn coverage_of(m: &crate::aggregate::Materialized) -> NetworkCoverage {
                 .map(|w| (w.size_class, Some(w.observed_at))),
         )
     });
-    network_coverage(m.observed_at, &m.markets, &m.positions, freshness)
+    network_coverage(m.observed_at, &m.markets, positions, freshness)
 }
 
 /// The coverage report of one data version. `markets` and `positions` are the
 /// version's; positions of unknown markets are ignored.
-pub fn network_coverage(
+pub fn network_coverage<P: PositionKeys>(
     as_of: OffsetDateTime,
     markets: &[Market],
-    positions: &[MarketPosition],
+    positions: impl IntoIterator<Item = P>,
     wallets: WalletFreshness,
 ) -> NetworkCoverage {
-    let index: HashMap<&str, usize> = markets
+    let index: HashMap<&str, usize, foldhash::fast::RandomState> = markets
         .iter()
         .enumerate()
         .map(|(i, m)| (m.symbol.as_str(), i))
@@ -112,9 +122,9 @@ pub fn network_coverage(
     // up to the open interest, so each side covers its own half.
     let mut sizes: Vec<[Sum; 2]> = (0..markets.len()).map(|_| Default::default()).collect();
     for p in positions {
-        if let Some(&i) = index.get(p.symbol.as_str()) {
-            let side = usize::from(p.direction == Direction::Short);
-            sizes[i][side].add_assign(&p.size.0, Fixed::from_big(&p.size.0));
+        if let Some(&i) = index.get(p.symbol()) {
+            let side = usize::from(p.direction() == Direction::Short);
+            sizes[i][side].add_assign(p.size(), Fixed::from_big(p.size()));
         }
     }
     let two = BigDecimal::from(2);
@@ -150,6 +160,7 @@ pub fn network_coverage(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use market_model::MarketPosition;
     use std::str::FromStr;
     use time::macros::datetime;
     use time::Duration;

@@ -7,6 +7,7 @@ pub mod buckets;
 pub mod candles;
 pub mod coverage;
 mod fixed;
+pub mod position;
 pub mod snapshot;
 pub mod symbols;
 
@@ -14,6 +15,7 @@ pub use aggregate::{
     materialize, AggregateError, Analytics, Materialized, Quote, ScanInput, WalletInput,
 };
 pub use buckets::{bucket_price, bucket_size_for_price};
+pub use position::{PositionKeys, RenderedPosition};
 pub use snapshot::{
     AssetLookup, Changes, ItemKey, JsonItems, KeyedPage, Page, PositionKey, Snapshot, SortKey,
     WalletKey, WalletOrder,

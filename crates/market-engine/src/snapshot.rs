@@ -28,6 +28,7 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::aggregate::Materialized;
+use crate::position::{PositionKeys, RenderedPosition};
 
 /// The keyset position of a whale-positions page: the last item's
 /// `positionValue` and address.
@@ -475,7 +476,8 @@ fn wallet_filters() -> impl Iterator<Item = (Option<SizeClass>, Option<Direction
 struct MarketsPart {
     markets: Vec<Market>,
     market_json: JsonItems,
-    by_symbol: HashMap<String, usize>,
+    /// (foldhash: looked up once per position when a version is built.)
+    by_symbol: HashMap<String, usize, foldhash::fast::RandomState>,
     by_canonical: HashMap<String, Vec<usize>>,
     /// The whole `MarketList` body per order.
     market_lists: HashMap<(MarketSort, SortOrder), Vec<u8>>,
@@ -486,6 +488,17 @@ struct MarketsPart {
     coverage_json: Vec<u8>,
 }
 
+/// Each market's index in a [`MarketsPart`] (markets ordered by symbol).
+fn symbol_index(markets: &[Market]) -> HashMap<String, usize, foldhash::fast::RandomState> {
+    let mut symbols: Vec<&str> = markets.iter().map(|m| m.symbol.as_str()).collect();
+    symbols.sort();
+    symbols
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (s.to_owned(), i))
+        .collect()
+}
+
 impl MarketsPart {
     fn new(
         mut markets: Vec<Market>,
@@ -494,11 +507,7 @@ impl MarketsPart {
     ) -> MarketsPart {
         markets.sort_by(|a, b| a.symbol.cmp(&b.symbol));
         current_days.sort_by(|a, b| a.network_asset_symbol.cmp(&b.network_asset_symbol));
-        let by_symbol: HashMap<String, usize> = markets
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.symbol.clone(), i))
-            .collect();
+        let by_symbol = symbol_index(&markets);
         let mut by_canonical: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, m) in markets.iter().enumerate() {
             if let Some((_, coin)) = m.symbol.split_once(':') {
@@ -665,64 +674,87 @@ fn patch_sorted<T: Clone>(
     out
 }
 
-/// The market index of each position (`usize::MAX`: unknown market), and
-/// the market index that splits them into two halves of about equal size,
-/// each market wholly in one (markets below it in the lower half).
-fn split_by_market(
-    positions: &[MarketPosition],
-    by_symbol: &HashMap<String, usize>,
-) -> (Vec<usize>, usize) {
-    let market: Vec<usize> = positions
-        .iter()
-        .map(|p| by_symbol.get(&p.symbol).copied().unwrap_or(usize::MAX))
-        .collect();
-    let mut counts = vec![0usize; by_symbol.len()];
-    for &m in market.iter().filter(|&&m| m != usize::MAX) {
-        counts[m] += 1;
+/// A position the snapshot can take in: a model struct (rendered here) or a
+/// [`RenderedPosition`] (moved in).
+trait IntoItem: PositionKeys {
+    /// The item of `owner`'s position (its wallet is in slot `wallet`), and
+    /// its value key.
+    fn into_item(self, wallet: u32, owner: &Wallet) -> (SortKey, PositionItem);
+}
+
+impl IntoItem for &MarketPosition {
+    /// (A model carries its wallet's label and tags already.)
+    fn into_item(self, wallet: u32, _owner: &Wallet) -> (SortKey, PositionItem) {
+        let value = SortKey::new(&self.position_value.0);
+        let item = PositionItem {
+            json: render(self),
+            value: value.clone(),
+            wallet,
+            direction: self.direction,
+        };
+        (value, item)
     }
-    let mut seen = 0;
-    let split = counts
-        .iter()
-        .position(|&c| {
-            seen += c;
-            2 * seen >= positions.len()
-        })
-        .map_or(counts.len(), |m| m + 1);
-    (market, split)
+}
+
+impl IntoItem for RenderedPosition {
+    fn into_item(self, wallet: u32, owner: &Wallet) -> (SortKey, PositionItem) {
+        let direction = self.direction();
+        let RenderedPosition { value, json, .. } =
+            self.labelled(owner.label.as_deref(), &owner.tags);
+        let item = PositionItem {
+            json,
+            value: value.clone(),
+            wallet,
+            direction,
+        };
+        (value, item)
+    }
 }
 
 /// Position items of `positions`, grouped by market index and sorted in page
 /// order (`same_value` orders the wallet slots of equal values by address);
-/// positions of unknown markets or wallets are left out.
-fn position_items<'a>(
-    positions: impl Iterator<Item = (usize, &'a MarketPosition)>,
+/// positions of unknown markets or wallets are left out. `wallet_of` finds
+/// a position's wallet: its slot and the wallet.
+fn position_items<'w, P: IntoItem>(
+    positions: impl IntoIterator<Item = P>,
+    by_symbol: &HashMap<String, usize, foldhash::fast::RandomState>,
     markets: usize,
-    slot_of: impl Fn(&str) -> Option<u32>,
+    wallet_of: impl Fn(&str) -> Option<(u32, &'w Wallet)>,
     same_value: impl Fn(u32, u32) -> Ordering,
-) -> Vec<Vec<Arc<PositionItem>>> {
+) -> Vec<Vec<(SortKey, u32, Arc<PositionItem>)>> {
     let mut grouped: Vec<Vec<(SortKey, u32, Arc<PositionItem>)>> =
         (0..markets).map(|_| Vec::new()).collect();
-    for (m, p) in positions {
-        let (true, Some(wallet)) = (m < markets, slot_of(&p.address)) else {
+    for p in positions {
+        let (Some(&m), Some((wallet, owner))) = (by_symbol.get(p.symbol()), wallet_of(p.address()))
+        else {
             continue;
         };
-        let value = SortKey::new(&p.position_value.0);
-        let item = PositionItem {
-            json: render(p),
-            value: value.clone(),
-            wallet,
-            direction: p.direction,
-        };
+        let (value, item) = p.into_item(wallet, owner);
         grouped[m].push((value, wallet, Arc::new(item)));
     }
     // Sorted on keys held inline, not through the items.
+    for g in &mut grouped {
+        g.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| same_value(a.1, b.1)));
+    }
     grouped
-        .into_iter()
-        .map(|mut g| {
-            g.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| same_value(a.1, b.1)));
-            g.into_iter().map(|(_, _, p)| p).collect()
-        })
-        .collect()
+}
+
+/// One market's items from the sorted groups of several parts, merged.
+fn merge_groups(
+    groups: Vec<Vec<(SortKey, u32, Arc<PositionItem>)>>,
+    same_value: impl Fn(u32, u32) -> Ordering,
+) -> Vec<Arc<PositionItem>> {
+    let mut merged: Vec<(SortKey, u32, Arc<PositionItem>)> = Vec::new();
+    for g in groups {
+        if merged.is_empty() {
+            merged = g;
+        } else if !g.is_empty() {
+            merged.extend(g);
+            // Two sorted runs: the sort merges them.
+            merged.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| same_value(a.1, b.1)));
+        }
+    }
+    merged.into_iter().map(|(_, _, p)| p).collect()
 }
 
 /// `slots` in `sort`'s ascending and descending orders, when slot order is
@@ -811,13 +843,43 @@ impl Snapshot {
         let Materialized {
             observed_at,
             markets,
-            mut wallets,
+            wallets,
             positions,
             current_days,
             freshness: _,
         } = data;
         let part = MarketsPart::new(markets, current_days, &coverage);
+        // Two parts of references (moving a million model structs cost more
+        // than indexing them).
+        let parts = positions.chunks(positions.len().div_ceil(2).max(1));
+        Snapshot::build_from(version, observed_at, part, wallets, parts.collect())
+    }
 
+    /// Indexes a version whose positions were rendered as they were read
+    /// ([`RenderedPosition::from_text`]): the start of a server. The
+    /// positions come in parts (one per connection that read them), each
+    /// indexed on its own thread; a market may span parts.
+    pub fn build_rendered(version: i64, data: Materialized<Vec<RenderedPosition>>) -> Snapshot {
+        let coverage = crate::coverage::report(&data, data.positions.iter().flatten());
+        let Materialized {
+            observed_at,
+            markets,
+            wallets,
+            positions,
+            current_days,
+            freshness: _,
+        } = data;
+        let part = MarketsPart::new(markets, current_days, &coverage);
+        Snapshot::build_from(version, observed_at, part, wallets, positions)
+    }
+
+    fn build_from<P: IntoItem, I: IntoIterator<Item = P> + Send>(
+        version: i64,
+        observed_at: OffsetDateTime,
+        part: MarketsPart,
+        mut wallets: Vec<Wallet>,
+        parts: Vec<I>,
+    ) -> Snapshot {
         if !wallets.is_sorted_by(|a, b| a.address <= b.address) {
             wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
         }
@@ -828,39 +890,41 @@ impl Snapshot {
             .enumerate()
             .map(|(i, w)| (w.address.as_str(), i as u32))
             .collect();
-        let slot_of = |address: &str| -> Option<u32> { slots.get(address).copied() };
+        let wallet_of = |address: &str| -> Option<(u32, &Wallet)> {
+            slots
+                .get(address)
+                .map(|&slot| (slot, &wallets[slot as usize]))
+        };
         let flags: Vec<u8> = wallets.iter().map(filter_flags).collect();
         // Slots are in address order here, so equal values order by slot.
-        // Positions render on two threads (each market wholly in one half,
-        // whatever the input order), wallets on a third.
-        // (Each half reads the positions in place: moving a million model
-        // structs into two vectors cost more than the lookups.)
-        let (market, split) = split_by_market(&positions, &part.by_symbol);
+        // Each part of the positions is indexed on its own thread, the
+        // wallets on another.
+        let (markets, by_symbol) = (part.markets.len(), &part.by_symbol);
         let (positions, index) = std::thread::scope(|s| {
-            let render = |upper: bool| {
-                let half = market
-                    .iter()
-                    .zip(&positions)
-                    .filter(|(&m, _)| m != usize::MAX && (m >= split) == upper)
-                    .map(|(&m, p)| (m, p));
-                position_items(half, part.markets.len(), slot_of, |a, b| a.cmp(&b))
-            };
-            let upper = s.spawn(move || render(true));
-            let lower = s.spawn(move || render(false));
+            let parts: Vec<_> = parts
+                .into_iter()
+                .map(|p| {
+                    s.spawn(move || {
+                        position_items(p, by_symbol, markets, wallet_of, |a, b| a.cmp(&b))
+                    })
+                })
+                .collect();
             let positions = s.spawn(move || {
-                let (lower, upper) = (
-                    lower.join().expect("building positions"),
-                    upper.join().expect("building positions"),
-                );
-                lower
+                let mut by_market: Vec<Vec<_>> = (0..markets).map(|_| Vec::new()).collect();
+                for p in parts {
+                    for (m, g) in p
+                        .join()
+                        .expect("building positions")
+                        .into_iter()
+                        .enumerate()
+                    {
+                        by_market[m].push(g);
+                    }
+                }
+                by_market
                     .into_iter()
-                    .zip(upper)
-                    .map(|(mut a, b)| {
-                        // Each market is in one half only.
-                        if a.is_empty() {
-                            a = b;
-                        }
-                        Arc::new(MarketPositions::new(a))
+                    .map(|groups| {
+                        Arc::new(MarketPositions::new(merge_groups(groups, |a, b| a.cmp(&b))))
                     })
                     .collect::<Vec<_>>()
             });
@@ -958,20 +1022,23 @@ impl Snapshot {
         let (positions, orders) = std::thread::scope(|s| {
             let index = &index;
             let positions = s.spawn(|| {
-                let slot_of = |address: &str| -> Option<u32> {
+                let wallet_of = |address: &str| -> Option<(u32, &Wallet)> {
                     wallets
                         .binary_search_by(|w| w.address.as_str().cmp(address))
                         .ok()
-                        .map(|i| added[i])
+                        .map(|i| (added[i], &wallets[i]))
                 };
-                let grouped = position_items(
-                    positions
-                        .iter()
-                        .filter_map(|p| part.by_symbol.get(&p.symbol).map(|&m| (m, p))),
+                let same_value = |a: u32, b: u32| index.item(a).cmp_address(index.item(b));
+                let grouped: Vec<Vec<Arc<PositionItem>>> = position_items(
+                    &positions,
+                    &part.by_symbol,
                     part.markets.len(),
-                    slot_of,
-                    |a, b| index.item(a).cmp_address(index.item(b)),
-                );
+                    wallet_of,
+                    same_value,
+                )
+                .into_iter()
+                .map(|g| merge_groups(vec![g], same_value))
+                .collect();
                 part.markets
                     .iter()
                     .zip(grouped)
@@ -1578,6 +1645,57 @@ mod tests {
         out
     }
 
+    /// `m` as a server reads it back: each position rendered from its text
+    /// without label and tags, spread over `parts` parts (so a market spans
+    /// parts).
+    fn as_read(m: &Materialized, parts: usize) -> Materialized<Vec<RenderedPosition>> {
+        use market_model::{MarketPositionText, PlainDecimal};
+        let mut out: Vec<Vec<RenderedPosition>> = (0..parts).map(|_| Vec::new()).collect();
+        for (i, p) in m.positions.iter().enumerate() {
+            let t = [
+                &p.position_value,
+                &p.leverage,
+                &p.size,
+                &p.u_pnl,
+                &p.u_pnl_pct,
+                &p.entry_price,
+                &p.mark_price,
+                &p.margin,
+                &p.funding_cost,
+            ]
+            .map(|d| d.to_string());
+            let liq = p.liq_price.as_ref().map(|d| d.to_string());
+            let d = |i: usize| PlainDecimal::new(&t[i]).unwrap();
+            out[i % parts].push(RenderedPosition::from_text(&MarketPositionText {
+                address: &p.address,
+                label: None,
+                tags: &[],
+                symbol: &p.symbol,
+                direction: p.direction,
+                position_value: d(0),
+                liq_price: liq.as_deref().map(|s| PlainDecimal::new(s).unwrap()),
+                observed_at: p.observed_at,
+                leverage: d(1),
+                size: d(2),
+                size_unit: &p.size_unit,
+                u_pnl: d(3),
+                u_pnl_pct: d(4),
+                entry_price: d(5),
+                mark_price: d(6),
+                margin: d(7),
+                funding_cost: d(8),
+            }));
+        }
+        Materialized {
+            observed_at: m.observed_at,
+            markets: m.markets.clone(),
+            wallets: m.wallets.clone(),
+            positions: out,
+            current_days: m.current_days.clone(),
+            freshness: m.freshness.clone(),
+        }
+    }
+
     /// What a writer that rewrites whole wallets stores between `a` and `b`.
     fn changes(a: &Materialized, b: &Materialized) -> Changes {
         let before: HashMap<&str, &Wallet> =
@@ -1660,7 +1778,11 @@ mod tests {
                         input.wallets.retain(|w| w.address != address);
                         input.positions.retain(|p| p.address != address);
                         let account = ["0", "5000", "150000", "2000000"][next(4) as usize];
-                        input.wallets.push(wallet(&address, account, next(2) == 0));
+                        let mut w = wallet(&address, account, next(2) == 0);
+                        if next(3) == 0 {
+                            (w.label, w.tags) = (None, Vec::new());
+                        }
+                        input.wallets.push(w);
                         for symbol in symbols {
                             if next(2) == 0 && input.quotes.iter().any(|q| q.symbol == symbol) {
                                 let direction = if next(2) == 0 {
@@ -1685,6 +1807,12 @@ mod tests {
             served = served.apply(round, changes(&previous, &now));
             let rebuilt = Snapshot::build(round, now.clone());
             assert_eq!(everything(&served), everything(&rebuilt), "round {round}");
+            let loaded = Snapshot::build_rendered(round, as_read(&now, 1 + round as usize % 3));
+            assert_eq!(
+                everything(&loaded),
+                everything(&rebuilt),
+                "round {round}, rendered"
+            );
             previous = now;
         }
         assert!(served.counts().1 > 10, "the rounds left wallets to serve");

@@ -155,6 +155,52 @@ pub fn parse_plain(s: &str) -> Option<BigDecimal> {
     Some(BigDecimal::new(BigInt::from(int), frac.len() as i64))
 }
 
+/// Decimal text exactly as [`Decimal`] serializes the number it denotes,
+/// borrowed: `-?(0|[1-9][0-9]*)(\.[0-9]+)?`, and no sign on zero. A version
+/// read back from the database holds its decimals as such text already, so
+/// they can be served without parsing them (see
+/// [`MarketPositionText`](crate::MarketPositionText)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlainDecimal<'a>(&'a str);
+
+impl<'a> PlainDecimal<'a> {
+    /// `Some` when `text` is the text [`Decimal`] writes for its number
+    /// (`"0.50"`, `"-12"`, `"1000"`); `None` for any other spelling of a
+    /// number (`"1e3"`, `"+1"`, `"01"`, `".5"`, `"-0"`) and for non-numbers.
+    pub fn new(text: &'a str) -> Option<PlainDecimal<'a>> {
+        // One pass: it runs for every decimal of every position a server loads.
+        let b = text.as_bytes();
+        let body = b.strip_prefix(b"-").unwrap_or(b);
+        let (mut dot, mut nonzero) = (None, false);
+        for (i, &c) in body.iter().enumerate() {
+            match c {
+                b'0' => {}
+                b'1'..=b'9' => nonzero = true,
+                b'.' if dot.is_none() => dot = Some(i),
+                _ => return None,
+            }
+        }
+        let whole = dot.unwrap_or(body.len());
+        let canonical = whole > 0
+            && (whole == 1 || body[0] != b'0')
+            && dot.is_none_or(|d| d + 1 < body.len())
+            // BigDecimal has no negative zero: "-0.00" prints as "0.00".
+            && (body.len() == b.len() || nonzero);
+        canonical.then_some(PlainDecimal(text))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &'a str {
+        self.0
+    }
+}
+
+impl Serialize for PlainDecimal<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.0)
+    }
+}
+
 /// Error for text that is not a finite decimal number.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` is not a decimal number")]
@@ -245,6 +291,51 @@ mod tests {
         assert_eq!(serde_json::to_string(&d).unwrap(), "\"1500\"");
         let d: Decimal = "-0.000123400".parse().unwrap();
         assert_eq!(d.to_string(), "-0.000123400");
+    }
+
+    #[test]
+    fn plain_text_is_what_decimals_print() {
+        // Every text a decimal prints is accepted as such...
+        for s in [
+            "0",
+            "0.00",
+            "-1",
+            "1000",
+            "12.340",
+            "0.0000001",
+            "-0.5",
+            "1E+3",
+            "-4.2E-7",
+            "123456789012345678901234567890123456789012.5",
+            "9E+30",
+            "-0E-5",
+        ] {
+            let printed = s.parse::<Decimal>().unwrap().to_string();
+            assert_eq!(
+                PlainDecimal::new(&printed).map(|p| p.as_str()),
+                Some(printed.as_str())
+            );
+        }
+        // ...and whatever else is accepted prints as itself.
+        for s in [
+            "7",
+            "10.0",
+            "-0.01",
+            "99999999999999999999999999999999999999999.9",
+        ] {
+            assert!(PlainDecimal::new(s).is_some());
+            assert_eq!(s.parse::<Decimal>().unwrap().to_string(), s);
+        }
+        for s in [
+            "", "-", ".5", "5.", "01", "00.1", "-0", "-0.00", "+1", "1e3", " 1", "1 ", "1.2.3",
+            "1,5", "NaN", "-.5",
+        ] {
+            assert_eq!(PlainDecimal::new(s), None, "{s:?}");
+        }
+        assert_eq!(
+            serde_json::to_string(&PlainDecimal::new("-2.50")).unwrap(),
+            "\"-2.50\""
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ pub mod resources;
 pub mod timestamp;
 
 pub use coverage::{ClassStaleness, MarketCoverage, NetworkCoverage, WalletFreshness};
-pub use decimal::{Decimal, ParseDecimalError};
+pub use decimal::{Decimal, ParseDecimalError, PlainDecimal};
 pub use query::{
     Coverage, Direction, Interval, MarketSort, Side, SizeClass, SortOrder, Strategy, UnknownValue,
     WalletDirection, WalletSort,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use time::{Date, OffsetDateTime};
 
-use crate::decimal::Decimal;
+use crate::decimal::{Decimal, PlainDecimal};
 use crate::query::{Coverage, Direction, Interval, Side, SizeClass, Strategy, WalletDirection};
 use crate::timestamp::rfc3339_utc;
 
@@ -142,6 +142,50 @@ pub struct MarketPosition {
     /// Funding paid since the position was opened, USD. Positive means the
     /// wallet paid funding (a cost), negative means it received funding.
     pub funding_cost: Decimal,
+}
+
+/// A [`MarketPosition`] whose decimals are borrowed plain text: it
+/// serializes to exactly the JSON of the position it denotes, without
+/// parsing a decimal. A server that loads a million positions from the
+/// database renders them from the stored text this way.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MarketPositionText<'a> {
+    /// See [`MarketPosition::address`].
+    pub address: &'a str,
+    /// See [`MarketPosition::label`].
+    pub label: Option<&'a str>,
+    /// See [`MarketPosition::tags`].
+    pub tags: &'a [String],
+    /// See [`MarketPosition::symbol`].
+    pub symbol: &'a str,
+    /// See [`MarketPosition::direction`].
+    pub direction: Direction,
+    /// See [`MarketPosition::position_value`].
+    pub position_value: PlainDecimal<'a>,
+    /// See [`MarketPosition::liq_price`].
+    pub liq_price: Option<PlainDecimal<'a>>,
+    /// See [`MarketPosition::observed_at`].
+    #[serde(with = "rfc3339_utc")]
+    pub observed_at: OffsetDateTime,
+    /// See [`MarketPosition::leverage`].
+    pub leverage: PlainDecimal<'a>,
+    /// See [`MarketPosition::size`].
+    pub size: PlainDecimal<'a>,
+    /// See [`MarketPosition::size_unit`].
+    pub size_unit: &'a str,
+    /// See [`MarketPosition::u_pnl`].
+    pub u_pnl: PlainDecimal<'a>,
+    /// See [`MarketPosition::u_pnl_pct`].
+    pub u_pnl_pct: PlainDecimal<'a>,
+    /// See [`MarketPosition::entry_price`].
+    pub entry_price: PlainDecimal<'a>,
+    /// See [`MarketPosition::mark_price`].
+    pub mark_price: PlainDecimal<'a>,
+    /// See [`MarketPosition::margin`].
+    pub margin: PlainDecimal<'a>,
+    /// See [`MarketPosition::funding_cost`].
+    pub funding_cost: PlainDecimal<'a>,
 }
 
 /// Response of `GET /networks/{network}/markets/{asset}/whale-positions`.
@@ -437,4 +481,86 @@ pub struct CandleSeries {
     /// `cursor`), or null when the window is exhausted.
     #[cfg_attr(feature = "openapi", schema(example = "1795003200000"))]
     pub next_cursor: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn position(label: Option<&str>, tags: &[&str], liq_price: Option<&str>) -> MarketPosition {
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        MarketPosition {
+            address: "0x3f5ce5fbfe3e9af3971dd833d26ba9b5c936f0be".into(),
+            label: label.map(str::to_owned),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            symbol: "xyz:GOLD".into(),
+            direction: Direction::Short,
+            position_value: d("1234567.80"),
+            liq_price: liq_price.map(d),
+            observed_at: time::macros::datetime!(2026-11-22 04:30:00.250 +02:00),
+            leverage: d("10"),
+            size: d("0.0000001"),
+            size_unit: "xyz:GOLD".into(),
+            u_pnl: d("-49.804021"),
+            u_pnl_pct: d("0"),
+            entry_price: d("1E+3"),
+            mark_price: d("92391.3380"),
+            margin: d("0.00"),
+            funding_cost: d("-0.5"),
+        }
+    }
+
+    #[test]
+    fn position_text_renders_the_position_json() {
+        for p in [
+            position(None, &[], None),
+            position(
+                Some("Whale \"7\" \u{1F40B}\\"),
+                &["fund", "kol"],
+                Some("1.5"),
+            ),
+        ] {
+            let text: Vec<String> = [
+                &p.position_value,
+                &p.leverage,
+                &p.size,
+                &p.u_pnl,
+                &p.u_pnl_pct,
+                &p.entry_price,
+                &p.mark_price,
+                &p.margin,
+                &p.funding_cost,
+            ]
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
+            let liq = p.liq_price.as_ref().map(Decimal::to_string);
+            fn plain(s: &str) -> PlainDecimal<'_> {
+                PlainDecimal::new(s).expect("decimals print plain")
+            }
+            let view = MarketPositionText {
+                address: &p.address,
+                label: p.label.as_deref(),
+                tags: &p.tags,
+                symbol: &p.symbol,
+                direction: p.direction,
+                position_value: plain(&text[0]),
+                liq_price: liq.as_deref().map(plain),
+                observed_at: p.observed_at,
+                leverage: plain(&text[1]),
+                size: plain(&text[2]),
+                size_unit: &p.size_unit,
+                u_pnl: plain(&text[3]),
+                u_pnl_pct: plain(&text[4]),
+                entry_price: plain(&text[5]),
+                mark_price: plain(&text[6]),
+                margin: plain(&text[7]),
+                funding_cost: plain(&text[8]),
+            };
+            assert_eq!(
+                String::from_utf8(serde_json::to_vec(&view).unwrap()).unwrap(),
+                serde_json::to_string(&p).unwrap()
+            );
+        }
+    }
 }

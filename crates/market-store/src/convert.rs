@@ -21,12 +21,15 @@ fn dec(d: DbDecimal) -> Decimal {
     Decimal::from(d)
 }
 
-fn parse<T: FromStr>(what: &str, text: &str) -> Result<T, StoreError> {
+pub(crate) fn parse<T: FromStr>(what: &str, text: &str) -> Result<T, StoreError> {
     text.parse()
         .map_err(|_| StoreError::Corrupt(format!("{what} {text:?} is not a known value")))
 }
 
-fn json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
+pub(crate) fn json<T: serde::de::DeserializeOwned>(
+    what: &str,
+    text: &str,
+) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
@@ -335,13 +338,13 @@ pub(crate) fn label_positions(positions: &mut [MarketPosition], wallets: &[Walle
 
 /// The served snapshot from its converted wallets and positions and the
 /// market and current-level rows.
-pub(crate) fn assemble_snapshot(
+pub(crate) fn assemble_snapshot<P>(
     meta: SnapshotMeta,
     markets: Vec<MarketRow>,
     wallets: Vec<Wallet>,
-    positions: Vec<MarketPosition>,
+    positions: Vec<P>,
     levels: Vec<CurrentLevelRow>,
-) -> Result<LoadedSnapshot, StoreError> {
+) -> Result<LoadedSnapshot<P>, StoreError> {
     let mut bucket_sizes = Vec::with_capacity(markets.len());
     let markets: Vec<Market> = markets
         .into_iter()

@@ -17,10 +17,11 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 use market_model::{
-    Candle, Interval, LiquidityDay, Market, MarketPosition, NetworkCoverage, Wallet,
-    WalletFreshness,
+    Candle, Direction, Interval, LiquidityDay, Market, MarketPosition, MarketPositionText,
+    NetworkCoverage, Wallet, WalletFreshness,
 };
 use time::{Date, OffsetDateTime};
+use types::DecText;
 
 pub use connection::{BackendKind, ConnectionManager, DbConnection};
 pub use ingest::{ScanWrite, TrackedPosition, WalletScanState};
@@ -140,9 +141,11 @@ pub struct SnapshotWrite<'a> {
     pub current_days: &'a [LiquidityDay],
 }
 
-/// A data version read back.
+/// A data version read back. Its positions are model structs
+/// ([`Store::load_snapshot`]) or whatever the caller made of their text
+/// ([`Store::load_for_serving`]).
 #[derive(Clone, Debug)]
-pub struct LoadedSnapshot {
+pub struct LoadedSnapshot<P = MarketPosition> {
     /// Version metadata.
     pub meta: SnapshotMeta,
     /// Markets by symbol.
@@ -151,7 +154,7 @@ pub struct LoadedSnapshot {
     pub wallets: Vec<Wallet>,
     /// Positions with the wallet's label and tags filled in, in no
     /// particular order.
-    pub positions: Vec<MarketPosition>,
+    pub positions: Vec<P>,
     /// `current` liquidity days by symbol.
     pub current_days: Vec<LiquidityDay>,
     /// Wallet freshness as its writer saw it, when the writer stored one (`track`).
@@ -306,8 +309,73 @@ impl Store {
         }))
     }
 
-    /// Reads a whole data version (for building the in-memory serving snapshot).
+    /// Reads a whole data version as model structs.
     pub fn load_snapshot(&self, meta: &SnapshotMeta) -> Result<LoadedSnapshot, StoreError> {
+        let (rest, [mut positions, upper]) = self.load_version(meta, |conn, query, out| {
+            for row in query
+                .select(PositionRow::as_select())
+                .load_iter::<PositionRow, diesel::connection::DefaultLoadingMode>(conn)?
+            {
+                out.push(position_from(row?)?);
+            }
+            Ok(())
+        })?;
+        // (The lower half was sized for both.)
+        positions.extend(upper);
+        label_positions(&mut positions, &rest.wallets);
+        rest.assemble(meta, positions)
+    }
+
+    /// Reads a whole data version for serving: each position is handed to
+    /// `render` as the text stored for it, and the version holds what
+    /// `render` returns, in parts (one per connection that read them). No
+    /// decimal is parsed on the way: a server starting on a million
+    /// positions spent most of its start-up parsing decimals it then printed
+    /// again. The text has no label and tags: they are the wallet's, and the
+    /// caller has the wallets.
+    pub fn load_for_serving<T: Send>(
+        &self,
+        meta: &SnapshotMeta,
+        render: impl Fn(&MarketPositionText<'_>) -> T + Sync,
+    ) -> Result<LoadedSnapshot<Vec<T>>, StoreError> {
+        let (rest, parts) = self.load_version(meta, |conn, query, out| {
+            for row in query
+                .select(PositionTextRow::as_select())
+                .load_iter::<PositionTextRow, diesel::connection::DefaultLoadingMode>(conn)?
+            {
+                let r = row?;
+                out.push(render(&MarketPositionText {
+                    address: &r.address,
+                    label: None,
+                    tags: &[],
+                    symbol: &r.symbol,
+                    direction: parse::<Direction>("position direction", &r.direction)?,
+                    position_value: r.position_value.plain(),
+                    liq_price: r.liq_price.as_ref().map(DecText::plain),
+                    observed_at: from_db_time(r.observed_at.0),
+                    leverage: r.leverage.plain(),
+                    size: r.size.plain(),
+                    size_unit: &r.symbol,
+                    u_pnl: r.upnl.plain(),
+                    u_pnl_pct: r.upnl_pct.plain(),
+                    entry_price: r.entry_price.plain(),
+                    mark_price: r.mark_price.plain(),
+                    margin: r.margin.plain(),
+                    funding_cost: r.funding_cost.plain(),
+                }));
+            }
+            Ok(())
+        })?;
+        rest.assemble(meta, parts.into())
+    }
+
+    /// Reads a whole data version, its positions through `read` (given the
+    /// filtered query of one half of them).
+    fn load_version<T: Send>(
+        &self,
+        meta: &SnapshotMeta,
+        read: impl Fn(&mut DbConnection, PositionQuery, &mut Vec<T>) -> Result<(), StoreError> + Sync,
+    ) -> Result<(VersionRest, [Vec<T>; 2]), StoreError> {
         let v = meta.version;
         // Start-up time is dominated by this load, so it runs on three
         // connections: the positions (the bulk) in two halves split by symbol
@@ -325,29 +393,37 @@ impl Store {
                 .load(conn)?
         };
         let split = position_split(&markets);
-        // Rows are converted as they are read (no vector of rows beside the
-        // positions: that was about 470 MB at a million positions).
-        let read_positions = |upper_half: bool| -> Result<Vec<MarketPosition>, StoreError> {
+        // Each half is collected into a vector of its final size (known
+        // from the markets' counts), the lower one large enough for both:
+        // regrowing vectors of a million items cost a tenth of the start.
+        let count = |upper: bool| -> usize {
+            let n: i64 = markets
+                .iter()
+                .filter(|m| split.as_ref().is_some_and(|at| (&m.symbol >= at) == upper))
+                .map(|m| m.long_count + m.short_count)
+                .sum();
+            usize::try_from(n).unwrap_or(0).min(1 << 26)
+        };
+        let read_positions = |upper_half: bool| -> Result<Vec<T>, StoreError> {
             let query = positions::table
                 .filter(positions::version.le(v))
                 .filter(positions::valid_to.is_null().or(positions::valid_to.gt(v)))
                 // No ORDER BY: sorting a million wide rows cost SQLite more
                 // than the read itself, and the engine orders what it serves.
-                .select(PositionRow::as_select())
                 .into_boxed();
             let query = match (&split, upper_half) {
                 (None, false) => query,
                 (None, true) => return Ok(Vec::new()),
-                (Some(at), false) => query.filter(positions::symbol.lt(at)),
-                (Some(at), true) => query.filter(positions::symbol.ge(at)),
+                (Some(at), false) => query.filter(positions::symbol.lt(at.clone())),
+                (Some(at), true) => query.filter(positions::symbol.ge(at.clone())),
             };
+            let mut out = Vec::with_capacity(match upper_half {
+                false => count(false) + count(true),
+                true => count(true),
+            });
             let mut pooled = self.conn()?;
-            let conn: &mut DbConnection = &mut pooled;
-            let positions = query
-                .load_iter::<PositionRow, diesel::connection::DefaultLoadingMode>(conn)?
-                .map(|row| position_from(row?))
-                .collect();
-            positions
+            read(&mut pooled, query, &mut out)?;
+            Ok(out)
         };
         let (lower, upper, rest) = std::thread::scope(|s| {
             let lower = s.spawn(|| read_positions(false));
@@ -357,7 +433,8 @@ impl Store {
                 let wallets: Vec<WalletRow> = wallets::table
                     .filter(wallets::version.le(v))
                     .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
-                    .order(wallets::address)
+                    // No ORDER BY: SQLite sorts the wide rows in a temporary
+                    // B-tree; sorting the converted wallets costs less.
                     .select(WalletRow::as_select())
                     .load(conn)?;
                 let levels: Vec<CurrentLevelRow> = current_levels::table
@@ -369,13 +446,16 @@ impl Store {
                     .select(version_freshness::body)
                     .first(conn)
                     .optional()?;
-                Ok((wallets_from(wallets)?, levels, freshness))
+                let mut wallets = wallets_from(wallets)?;
+                wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
+                Ok((wallets, levels, freshness))
             });
             let upper = read_positions(true);
+            let (lower, rest) = (lower.join(), rest.join());
             (
-                lower.join().expect("the position reader does not panic"),
+                lower.expect("the position reader does not panic"),
                 upper,
-                rest.join().expect("the wallet reader does not panic"),
+                rest.expect("the wallet reader does not panic"),
             )
         });
         let (lower, upper, (wallets, levels, freshness)) = (lower?, upper?, rest?);
@@ -397,13 +477,15 @@ impl Store {
                 "data version {v} was pruned while it was being read; a newer one will be loaded"
             )));
         }
-        drop(pooled);
-        let mut positions = lower;
-        positions.extend(upper);
-        label_positions(&mut positions, &wallets);
-        let mut loaded = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?;
-        loaded.freshness = freshness;
-        Ok(loaded)
+        Ok((
+            VersionRest {
+                markets,
+                wallets,
+                levels,
+                freshness,
+            },
+            [lower, upper],
+        ))
     }
 
     /// What changed from version `from` to `meta`'s, when it can be read as
@@ -772,6 +854,35 @@ pub(crate) fn prune_before(conn: &mut DbConnection, keep_from: i64) -> Result<()
     diesel::delete(wallets::table.filter(wallets::valid_to.le(keep_from))).execute(conn)?;
     diesel::delete(positions::table.filter(positions::valid_to.le(keep_from))).execute(conn)?;
     Ok(())
+}
+
+/// The filtered query of (half of) a version's positions, before its select.
+type PositionQuery = positions::BoxedQuery<'static, connection::MultiBackend>;
+
+/// A whole version's rows besides its positions.
+struct VersionRest {
+    markets: Vec<MarketRow>,
+    wallets: Vec<Wallet>,
+    levels: Vec<CurrentLevelRow>,
+    freshness: Option<WalletFreshness>,
+}
+
+impl VersionRest {
+    fn assemble<P>(
+        self,
+        meta: &SnapshotMeta,
+        positions: Vec<P>,
+    ) -> Result<LoadedSnapshot<P>, StoreError> {
+        let mut loaded = assemble_snapshot(
+            meta.clone(),
+            self.markets,
+            self.wallets,
+            positions,
+            self.levels,
+        )?;
+        loaded.freshness = self.freshness;
+        Ok(loaded)
+    }
 }
 
 /// The first symbol of the upper half of a version's positions: the median

@@ -4,7 +4,7 @@ use diesel::prelude::*;
 use time::{Date, OffsetDateTime, PrimitiveDateTime, UtcOffset};
 
 use crate::schema::*;
-use crate::types::DbDecimal;
+use crate::types::{DbDecimal, DbTime, DecText};
 
 /// UTC instant → `TIMESTAMP` value.
 pub fn to_db_time(t: OffsetDateTime) -> PrimitiveDateTime {
@@ -93,6 +93,27 @@ pub struct PositionRow {
     pub upnl_pct: DbDecimal,
     pub funding_cost: DbDecimal,
     pub observed_at: PrimitiveDateTime,
+}
+
+/// A position row with its decimals as plain text, for rendering without
+/// parsing them ([`crate::Store::load_for_serving`]).
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = positions)]
+pub struct PositionTextRow {
+    pub symbol: String,
+    pub address: String,
+    pub direction: String,
+    pub size: DecText,
+    pub entry_price: DecText,
+    pub mark_price: DecText,
+    pub position_value: DecText,
+    pub liq_price: Option<DecText>,
+    pub leverage: DecText,
+    pub margin: DecText,
+    pub upnl: DecText,
+    pub upnl_pct: DecText,
+    pub funding_cost: DecText,
+    pub observed_at: DbTime,
 }
 
 #[derive(Insertable, Queryable)]

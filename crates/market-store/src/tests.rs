@@ -413,6 +413,81 @@ fn positions_load_whole_across_the_split_reads() {
 }
 
 #[test]
+fn positions_read_for_serving_render_like_the_models() {
+    use diesel::RunQueryDsl;
+    for (store, _guard) in stores() {
+        let markets = vec![market("BTC", "92391.3380"), market("xyz:TSLA", "354.748")];
+        let wallets: Vec<Wallet> = ["0xaa", "0xbb", "0xcc"].iter().map(|a| wallet(a)).collect();
+        let mut positions = Vec::new();
+        for (i, w) in wallets.iter().enumerate() {
+            for m in &markets {
+                let mut p = position(&w.address, &m.symbol);
+                if i == 1 {
+                    p.direction = Direction::Short;
+                    p.liq_price = None;
+                    p.margin = d("0.0000");
+                    p.u_pnl = d("123456789012345678901234567890.123456789");
+                    p.size = d("0.00000001");
+                    p.observed_at = datetime!(2026-11-22 01:02:03.25 UTC);
+                }
+                positions.push(p);
+            }
+        }
+        store
+            .write_snapshot(
+                &SnapshotWrite {
+                    source: "test",
+                    observed_at: datetime!(2026-11-22 01:02:03 UTC),
+                    markets: &markets,
+                    wallets: &wallets,
+                    positions: &positions,
+                    current_days: &[],
+                },
+                &mut |_, _, _| {},
+            )
+            .unwrap();
+        // A decimal stored in another spelling than the API's (SQLite keeps
+        // the text as written) is printed the API's way.
+        diesel::sql_query("UPDATE positions SET entry_price = '3.35531E+1' WHERE address = '0xcc'")
+            .execute(&mut *store.conn().unwrap())
+            .unwrap();
+        let meta = store.latest_snapshot().unwrap().unwrap();
+        let served = store
+            .load_for_serving(&meta, |t| serde_json::to_string(t).unwrap())
+            .unwrap();
+        assert_eq!(served.positions.len(), 2, "one part per reading connection");
+        let mut served: Vec<String> = served.positions.into_iter().flatten().collect();
+        served.sort();
+        // The models' JSON without label and tags (the wallet's, added by the caller).
+        let mut expected: Vec<String> = store
+            .load_snapshot(&meta)
+            .unwrap()
+            .positions
+            .into_iter()
+            .map(|p| {
+                assert_eq!(p.label.as_deref(), Some("Fund \"A\""));
+                let bare = MarketPosition {
+                    label: None,
+                    tags: vec![],
+                    ..p
+                };
+                serde_json::to_string(&bare).unwrap()
+            })
+            .collect();
+        expected.sort();
+        assert_eq!(served, expected);
+        assert_eq!(served.len(), 6);
+        assert!(served
+            .iter()
+            .any(|j| j.contains(r#""entryPrice":"33.5531""#)));
+        assert!(served.iter().any(|j| j.contains(r#""margin":"0.0000""#)));
+        assert!(served
+            .iter()
+            .any(|j| j.contains(r#""observedAt":"2026-11-22T01:02:03.25Z""#)));
+    }
+}
+
+#[test]
 fn position_split_is_at_the_median_of_the_position_counts() {
     let rows = |counts: &[(&str, i64)]| -> Vec<crate::rows::MarketRow> {
         let markets: Vec<Market> = counts

@@ -7,15 +7,17 @@
 use std::str::FromStr;
 
 use bigdecimal::{BigDecimal, Zero};
+use compact_str::CompactString;
 use diesel::backend::Backend;
 use diesel::deserialize::{self, FromSql, FromSqlRow};
 use diesel::expression::AsExpression;
 use diesel::pg::data_types::PgNumeric;
 use diesel::pg::Pg;
 use diesel::serialize::{self, IsNull, Output, ToSql};
-use diesel::sql_types::{HasSqlType, Numeric, SqlType, Text};
+use diesel::sql_types::{HasSqlType, Numeric, SqlType, Timestamp};
 use diesel::sqlite::Sqlite;
-use market_model::Decimal;
+use market_model::{Decimal, PlainDecimal};
+use time::PrimitiveDateTime;
 
 use crate::connection::MultiBackend;
 
@@ -83,12 +85,13 @@ impl ToSql<Dec, Sqlite> for DbDecimal {
 }
 
 impl FromSql<Dec, Sqlite> for DbDecimal {
-    fn from_sql(value: <Sqlite as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
-        let text = <String as FromSql<Text, Sqlite>>::from_sql(value)?;
-        if let Some(d) = market_model::decimal::parse_plain(&text) {
+    fn from_sql(mut value: <Sqlite as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
+        // Borrowed: no copy of the text for the common plain case.
+        let text = value.read_text();
+        if let Some(d) = market_model::decimal::parse_plain(text) {
             return Ok(DbDecimal(d));
         }
-        BigDecimal::from_str(&text)
+        BigDecimal::from_str(text)
             .map(DbDecimal)
             .map_err(|e| format!("stored decimal {text:?} does not parse: {e}").into())
     }
@@ -110,5 +113,142 @@ impl ToSql<Dec, MultiBackend> for DbDecimal {
     fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, MultiBackend>) -> serialize::Result {
         out.set_value((Dec, self));
         Ok(IsNull::No)
+    }
+}
+
+/// A decimal column read as the plain text the API serves it as, without
+/// parsing it (loading a version for serving reads a million positions of
+/// ten decimals each). SQLite's stored text is taken as it is when it is
+/// already that text ([`PlainDecimal`]); anything else, and PostgreSQL's
+/// binary `NUMERIC`, goes through [`DbDecimal`] and is printed.
+#[derive(Clone, Debug, PartialEq, Eq, FromSqlRow)]
+pub struct DecText(pub CompactString);
+
+impl DecText {
+    /// The text, known to be plain notation.
+    pub fn plain(&self) -> PlainDecimal<'_> {
+        PlainDecimal::new(&self.0).expect("DecText holds plain text only")
+    }
+
+    fn printed(d: DbDecimal) -> DecText {
+        DecText(CompactString::from(d.0.to_plain_string()))
+    }
+}
+
+impl FromSql<Dec, Sqlite> for DecText {
+    fn from_sql(mut value: <Sqlite as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
+        let text = value.read_text();
+        if PlainDecimal::new(text).is_some() {
+            return Ok(DecText(CompactString::from(text)));
+        }
+        <DbDecimal as FromSql<Dec, Sqlite>>::from_sql(value).map(DecText::printed)
+    }
+}
+
+impl FromSql<Dec, Pg> for DecText {
+    fn from_sql(bytes: <Pg as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
+        <DbDecimal as FromSql<Dec, Pg>>::from_sql(bytes).map(DecText::printed)
+    }
+}
+
+impl FromSql<Dec, MultiBackend> for DecText {
+    fn from_sql(bytes: <MultiBackend as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
+        bytes.from_sql::<DecText, Dec>()
+    }
+}
+
+/// A `TIMESTAMP` column read with a fast path for the text Diesel writes to
+/// SQLite (`YYYY-MM-DD HH:MM:SS` with an optional fraction): Diesel's own
+/// parser tries format descriptions one after another, which cost as much
+/// as a position's ten decimals. Other text, and PostgreSQL, go through
+/// Diesel's parser.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromSqlRow)]
+pub struct DbTime(pub PrimitiveDateTime);
+
+/// `YYYY-MM-DD HH:MM:SS[.f{1,9}]`, validated by `time`'s constructors.
+fn parse_sqlite_time(text: &str) -> Option<PrimitiveDateTime> {
+    let b = text.as_bytes();
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b' '
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<u32> {
+        b[range].iter().try_fold(0u32, |n, &c| {
+            c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0'))
+        })
+    };
+    let nanos = match &b[19..] {
+        [] => 0,
+        [b'.', frac @ ..] if (1..=9).contains(&frac.len()) => {
+            let digits = num(20..b.len())?;
+            digits * 10u32.pow(9 - frac.len() as u32)
+        }
+        _ => return None,
+    };
+    let month = time::Month::try_from(u8::try_from(num(5..7)?).ok()?).ok()?;
+    let date = time::Date::from_calendar_date(num(0..4)? as i32, month, num(8..10)? as u8).ok()?;
+    let time = time::Time::from_hms_nano(
+        num(11..13)? as u8,
+        num(14..16)? as u8,
+        num(17..19)? as u8,
+        nanos,
+    )
+    .ok()?;
+    Some(PrimitiveDateTime::new(date, time))
+}
+
+impl FromSql<Timestamp, Sqlite> for DbTime {
+    fn from_sql(mut value: <Sqlite as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
+        if let Some(t) = parse_sqlite_time(value.read_text()) {
+            return Ok(DbTime(t));
+        }
+        <PrimitiveDateTime as FromSql<Timestamp, Sqlite>>::from_sql(value).map(DbTime)
+    }
+}
+
+impl FromSql<Timestamp, Pg> for DbTime {
+    fn from_sql(bytes: <Pg as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
+        <PrimitiveDateTime as FromSql<Timestamp, Pg>>::from_sql(bytes).map(DbTime)
+    }
+}
+
+impl FromSql<Timestamp, MultiBackend> for DbTime {
+    fn from_sql(bytes: <MultiBackend as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
+        bytes.from_sql::<DbTime, Timestamp>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_times_parse_like_diesel_writes_them() {
+        use time::macros::datetime;
+        let cases = [
+            ("2026-11-23 15:55:18", Some(datetime!(2026-11-23 15:55:18))),
+            (
+                "2026-11-23 15:55:18.25",
+                Some(datetime!(2026-11-23 15:55:18.25)),
+            ),
+            (
+                "2024-02-29 00:00:00.000000001",
+                Some(datetime!(2024-02-29 00:00:00.000000001)),
+            ),
+            ("2026-02-29 00:00:00", None),
+            ("2026-11-23 24:00:00", None),
+            ("2026-11-23T15:55:18", None),
+            ("2026-11-23 15:55:18.", None),
+            ("2026-11-23 15:55:18.1234567890", None),
+            ("2026-11-23 15:55:1x", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_sqlite_time(text), expected, "{text}");
+        }
     }
 }
