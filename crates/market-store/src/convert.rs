@@ -245,39 +245,40 @@ fn alias(symbol: &str) -> (String, String) {
 
 /// Wallet rows as models.
 pub(crate) fn wallets_from(rows: Vec<WalletRow>) -> Result<Vec<Wallet>, StoreError> {
-    rows.into_iter()
-        .map(|r| {
-            Ok(Wallet {
-                tags: json::<Vec<String>>("wallet tags", &r.tags)?,
-                kols: json::<Vec<Kol>>("wallet kols", &r.kols)?,
-                kol_profile: r
-                    .kol_profile
-                    .as_deref()
-                    .map(|p| json::<KolProfile>("kol profile", p))
-                    .transpose()?,
-                size_class: parse::<SizeClass>("size class", &r.size_class)?,
-                direction: parse::<WalletDirection>("wallet direction", &r.direction)?,
-                strategy: r
-                    .strategy
-                    .as_deref()
-                    .map(|s| parse::<Strategy>("strategy", s))
-                    .transpose()?,
-                address: r.address,
-                label: r.label,
-                account_total_value: dec(r.account_value),
-                total_position_value: dec(r.total_value),
-                long_value: dec(r.long_value),
-                short_value: dec(r.short_value),
-                leverage: dec(r.leverage),
-                positions: r.position_count.max(0) as u32,
-                observed_at: from_db_time(r.observed_at),
-                net_pnl: r.net_pnl.map(dec),
-                roi: r.roi.map(dec),
-                win_rate: r.win_rate.map(dec),
-                strategy_confidence: r.strategy_confidence.map(dec),
-            })
-        })
-        .collect()
+    rows.into_iter().map(wallet_from).collect()
+}
+
+/// A wallet row as the model's wallet.
+pub(crate) fn wallet_from(r: WalletRow) -> Result<Wallet, StoreError> {
+    Ok(Wallet {
+        tags: json::<Vec<String>>("wallet tags", &r.tags)?,
+        kols: json::<Vec<Kol>>("wallet kols", &r.kols)?,
+        kol_profile: r
+            .kol_profile
+            .as_deref()
+            .map(|p| json::<KolProfile>("kol profile", p))
+            .transpose()?,
+        size_class: parse::<SizeClass>("size class", &r.size_class)?,
+        direction: parse::<WalletDirection>("wallet direction", &r.direction)?,
+        strategy: r
+            .strategy
+            .as_deref()
+            .map(|s| parse::<Strategy>("strategy", s))
+            .transpose()?,
+        address: r.address,
+        label: r.label,
+        account_total_value: dec(r.account_value),
+        total_position_value: dec(r.total_value),
+        long_value: dec(r.long_value),
+        short_value: dec(r.short_value),
+        leverage: dec(r.leverage),
+        positions: r.position_count.max(0) as u32,
+        observed_at: from_db_time(r.observed_at),
+        net_pnl: r.net_pnl.map(dec),
+        roi: r.roi.map(dec),
+        win_rate: r.win_rate.map(dec),
+        strategy_confidence: r.strategy_confidence.map(dec),
+    })
 }
 
 /// Position rows as models, with the label and tags of their wallet.

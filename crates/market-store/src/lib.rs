@@ -430,13 +430,16 @@ impl Store {
             let rest = s.spawn(|| -> Result<_, StoreError> {
                 let mut pooled = self.conn()?;
                 let conn: &mut DbConnection = &mut pooled;
-                let wallets: Vec<WalletRow> = wallets::table
+                // Converted as they are read (no vector of rows), and
+                // without ORDER BY: SQLite sorts the wide rows in a temporary
+                // B-tree; sorting the converted wallets costs less.
+                let mut wallets: Vec<Wallet> = wallets::table
                     .filter(wallets::version.le(v))
                     .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
-                    // No ORDER BY: SQLite sorts the wide rows in a temporary
-                    // B-tree; sorting the converted wallets costs less.
                     .select(WalletRow::as_select())
-                    .load(conn)?;
+                    .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
+                    .map(|row| wallet_from(row?))
+                    .collect::<Result<_, StoreError>>()?;
                 let levels: Vec<CurrentLevelRow> = current_levels::table
                     .filter(current_levels::version.eq(v))
                     .order((current_levels::symbol, current_levels::side))
@@ -446,7 +449,6 @@ impl Store {
                     .select(version_freshness::body)
                     .first(conn)
                     .optional()?;
-                let mut wallets = wallets_from(wallets)?;
                 wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
                 Ok((wallets, levels, freshness))
             });
