@@ -12,7 +12,8 @@ use market_model::{
 use time::OffsetDateTime;
 
 use crate::fixed::{Fixed, Sum};
-use crate::position::PositionKeys;
+use crate::position::{PositionKeys, Size};
+use crate::snapshot::SortKey;
 
 /// The size classes in report order.
 const CLASSES: [SizeClass; 3] = [SizeClass::Whale, SizeClass::Shark, SizeClass::Shrimp];
@@ -124,7 +125,15 @@ pub fn network_coverage<P: PositionKeys>(
     for p in positions {
         if let Some(&i) = index.get(p.symbol()) {
             let side = usize::from(p.direction() == Direction::Short);
-            sizes[i][side].add_assign(p.size(), Fixed::from_big(p.size()));
+            let sum = &mut sizes[i][side];
+            match p.size() {
+                Size::Decimal(d) => sum.add_assign(d, Fixed::from_big(d)),
+                Size::Key(SortKey::Small { mantissa, scale }) => sum.add_refs(Fixed {
+                    mantissa: i128::from(*mantissa),
+                    scale: i64::from(*scale),
+                }),
+                Size::Key(SortKey::Big(d)) => sum.add_assign(d, Fixed::from_big(d)),
+            }
         }
     }
     let two = BigDecimal::from(2);

@@ -15,7 +15,7 @@ pub use aggregate::{
     materialize, AggregateError, Analytics, Materialized, Quote, ScanInput, WalletInput,
 };
 pub use buckets::{bucket_price, bucket_size_for_price};
-pub use position::{PositionKeys, RenderedPosition};
+pub use position::{PositionKeys, RenderedPosition, Size};
 pub use snapshot::{
     AssetLookup, Changes, ItemKey, JsonItems, KeyedPage, Page, PositionKey, Snapshot, SortKey,
     WalletKey, WalletOrder,

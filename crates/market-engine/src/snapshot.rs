@@ -488,17 +488,6 @@ struct MarketsPart {
     coverage_json: Vec<u8>,
 }
 
-/// Each market's index in a [`MarketsPart`] (markets ordered by symbol).
-fn symbol_index(markets: &[Market]) -> HashMap<String, usize, foldhash::fast::RandomState> {
-    let mut symbols: Vec<&str> = markets.iter().map(|m| m.symbol.as_str()).collect();
-    symbols.sort();
-    symbols
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| (s.to_owned(), i))
-        .collect()
-}
-
 impl MarketsPart {
     fn new(
         mut markets: Vec<Market>,
@@ -507,7 +496,11 @@ impl MarketsPart {
     ) -> MarketsPart {
         markets.sort_by(|a, b| a.symbol.cmp(&b.symbol));
         current_days.sort_by(|a, b| a.network_asset_symbol.cmp(&b.network_asset_symbol));
-        let by_symbol = symbol_index(&markets);
+        let by_symbol: HashMap<String, usize, foldhash::fast::RandomState> = markets
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.symbol.clone(), i))
+            .collect();
         let mut by_canonical: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, m) in markets.iter().enumerate() {
             if let Some((_, coin)) = m.symbol.split_once(':') {

@@ -402,7 +402,7 @@ impl Store {
                 .filter(|m| split.as_ref().is_some_and(|at| (&m.symbol >= at) == upper))
                 .map(|m| m.long_count + m.short_count)
                 .sum();
-            usize::try_from(n).unwrap_or(0).min(1 << 26)
+            usize::try_from(n).unwrap_or(0)
         };
         let read_positions = |upper_half: bool| -> Result<Vec<T>, StoreError> {
             let query = positions::table
@@ -417,7 +417,9 @@ impl Store {
                 (Some(at), false) => query.filter(positions::symbol.lt(at.clone())),
                 (Some(at), true) => query.filter(positions::symbol.ge(at.clone())),
             };
-            let mut out = Vec::with_capacity(match upper_half {
+            let mut out = Vec::new();
+            // Only a hint: a count that cannot be reserved is read without it.
+            let _ = out.try_reserve_exact(match upper_half {
                 false => count(false) + count(true),
                 true => count(true),
             });
