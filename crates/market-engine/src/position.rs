@@ -142,11 +142,6 @@ impl RenderedPosition {
         }
     }
 
-    /// The rendered JSON object.
-    pub fn json(&self) -> &[u8] {
-        &self.json
-    }
-
     /// This position with `label` and `tags` (its wallet's), when it was
     /// rendered without any; otherwise it is returned as it is.
     pub fn labelled(mut self, label: Option<&str>, tags: &[String]) -> RenderedPosition {

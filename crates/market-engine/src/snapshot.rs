@@ -747,7 +747,12 @@ fn merge_groups(
             merged.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| same_value(a.1, b.1)));
         }
     }
-    merged.into_iter().map(|(_, _, p)| p).collect()
+    without_keys(merged)
+}
+
+/// The items of one market's sorted group.
+fn without_keys(group: Vec<(SortKey, u32, Arc<PositionItem>)>) -> Vec<Arc<PositionItem>> {
+    group.into_iter().map(|(_, _, p)| p).collect()
 }
 
 /// `slots` in `sort`'s ascending and descending orders, when slot order is
@@ -1021,16 +1026,15 @@ impl Snapshot {
                         .ok()
                         .map(|i| (added[i], &wallets[i]))
                 };
-                let same_value = |a: u32, b: u32| index.item(a).cmp_address(index.item(b));
                 let grouped: Vec<Vec<Arc<PositionItem>>> = position_items(
                     &positions,
                     &part.by_symbol,
                     part.markets.len(),
                     wallet_of,
-                    same_value,
+                    |a, b| index.item(a).cmp_address(index.item(b)),
                 )
                 .into_iter()
-                .map(|g| merge_groups(vec![g], same_value))
+                .map(without_keys)
                 .collect();
                 part.markets
                     .iter()

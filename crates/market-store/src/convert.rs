@@ -26,10 +26,7 @@ pub(crate) fn parse<T: FromStr>(what: &str, text: &str) -> Result<T, StoreError>
         .map_err(|_| StoreError::Corrupt(format!("{what} {text:?} is not a known value")))
 }
 
-pub(crate) fn json<T: serde::de::DeserializeOwned>(
-    what: &str,
-    text: &str,
-) -> Result<T, StoreError> {
+fn json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
@@ -241,11 +238,6 @@ fn alias(symbol: &str) -> (String, String) {
         symbol::canonical_of(symbol).to_owned(),
         symbol::alias_of(symbol),
     )
-}
-
-/// Wallet rows as models.
-pub(crate) fn wallets_from(rows: Vec<WalletRow>) -> Result<Vec<Wallet>, StoreError> {
-    rows.into_iter().map(wallet_from).collect()
 }
 
 /// A wallet row as the model's wallet.

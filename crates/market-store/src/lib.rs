@@ -589,7 +589,10 @@ impl Store {
             .collect();
         let coverage: NetworkCoverage = serde_json::from_str(&coverage)
             .map_err(|e| StoreError::Corrupt(format!("coverage of version {v}: {e}")))?;
-        let wallets = wallets_from(wallet_rows)?;
+        let wallets = wallet_rows
+            .into_iter()
+            .map(wallet_from)
+            .collect::<Result<Vec<_>, _>>()?;
         let positions = positions_from(position_rows, &wallets)?;
         let loaded = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?;
         Ok(Some(LoadedChanges {
