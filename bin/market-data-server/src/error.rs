@@ -253,3 +253,17 @@ impl ResponseError for ApiError {
         res
     }
 }
+
+impl From<market_query::QueryError> for ApiError {
+    fn from(e: market_query::QueryError) -> Self {
+        use market_query::QueryError;
+        match e {
+            QueryError::Param { name, reason } => ApiError::param(&name, reason),
+            e @ QueryError::QueryTooLong(_) => {
+                ApiError::new(ProblemKind::InvalidParameter, e.to_string())
+            }
+            QueryError::NotFound(detail) => ApiError::not_found(detail),
+            QueryError::Store(e) => e.into(),
+        }
+    }
+}

@@ -4,9 +4,9 @@
 pub mod app;
 pub mod cli;
 pub mod error;
+pub mod http;
 pub mod middleware;
 pub mod openapi;
-pub mod params;
 pub mod routes;
 pub mod seed;
 pub mod state;

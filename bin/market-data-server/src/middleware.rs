@@ -322,7 +322,7 @@ pub async fn method_not_allowed(req: actix_web::HttpRequest) -> HttpResponse {
 pub async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
     ApiError::not_found(format!(
         "No endpoint at `{}`; see /api-docs/openapi.json or /swagger-ui/ for the available paths.",
-        crate::params::printable(req.path())
+        market_model::params::printable(req.path())
     ))
     .error_response()
 }

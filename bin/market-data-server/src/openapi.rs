@@ -1,11 +1,7 @@
 //! The OpenAPI document, generated from the handlers and model types.
 
-use market_model::{Direction, Interval, MarketSort, SizeClass, WalletSort};
-use pagination::LimitSpec;
-use serde_json::{json, Value};
-use utoipa::openapi::schema::{
-    KnownFormat, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type,
-};
+use serde_json::Value;
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::openapi::{
     ContentBuilder, OpenApi as OpenApiDoc, PathItem, Ref, RefOr, Response, ResponseBuilder,
@@ -42,16 +38,16 @@ impl Modify for SecurityAddon {
         license(name = "MIT OR Apache-2.0")
     ),
     paths(
-        routes::list_networks,
-        routes::list_markets,
-        routes::get_market,
-        routes::list_positions,
-        routes::list_wallets,
-        routes::list_liquidity_levels,
-        routes::list_candles,
-        routes::get_coverage,
-        routes::healthz,
-        routes::readyz,
+        routes::networks::list_networks,
+        routes::markets::list_markets,
+        routes::markets::get_market,
+        routes::markets::list_positions,
+        routes::wallets::list_wallets,
+        routes::liquidity::list_liquidity_levels,
+        routes::markets::list_candles,
+        routes::networks::get_coverage,
+        routes::health::healthz,
+        routes::health::readyz,
     ),
     components(schemas(Problem, InvalidParam)),
     modifiers(&SecurityAddon),
@@ -165,95 +161,6 @@ fn add_freshness(doc: &mut OpenApiDoc) {
     }
 }
 
-fn string_enum(names: &[&str], default: Option<&str>) -> Schema {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(names.iter().copied()))
-        .default(default.map(|d| json!(d)))
-        .into()
-}
-
-fn limit_schema(spec: LimitSpec) -> Schema {
-    ObjectBuilder::new()
-        .schema_type(Type::Integer)
-        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
-        .minimum(Some(1))
-        .maximum(Some(spec.max))
-        .default(Some(json!(spec.default)))
-        .into()
-}
-
-fn string_schema(
-    format: Option<KnownFormat>,
-    pattern: Option<&str>,
-    max_length: Option<usize>,
-) -> Schema {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .format(format.map(SchemaFormat::KnownFormat))
-        .pattern(pattern)
-        .max_length(max_length)
-        .into()
-}
-
-/// An RFC 3339 instant or epoch milliseconds (at most 14 digits, i.e. before year 5138).
-fn instant_schema() -> Schema {
-    OneOfBuilder::new()
-        .item(string_schema(Some(KnownFormat::DateTime), None, None))
-        .item(string_schema(None, Some("^(0|[1-9][0-9]{0,13})$"), None))
-        .into()
-}
-
-/// The exact schema of every parameter: types, enums, defaults and bounds
-/// (utoipa's tuple parameters cannot express defaults, so they are set here).
-fn parameter_schema(operation: &str, name: &str) -> Option<Schema> {
-    const DATE: &str = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$";
-    Some(match (operation, name) {
-        (_, "network") => string_enum(&[market_model::NETWORK_ID], None),
-        (_, "asset") => string_schema(None, None, Some(200)),
-        ("listMarkets", "sort") => {
-            string_enum(MarketSort::NAMES, Some(MarketSort::Volume24h.as_str()))
-        }
-        ("listWallets", "sort") => string_enum(
-            WalletSort::NAMES,
-            Some(WalletSort::AccountTotalValue.as_str()),
-        ),
-        // Any value is accepted (only `asc` means ascending), so no bound is stated.
-        (_, "order") => ObjectBuilder::new()
-            .schema_type(Type::String)
-            .default(Some(json!("desc")))
-            .into(),
-        (_, "size") => string_enum(SizeClass::NAMES, None),
-        (_, "direction") => string_enum(Direction::NAMES, None),
-        ("listMarketPositions", "limit") => limit_schema(routes::POSITIONS_LIMIT),
-        ("listWallets", "limit") => limit_schema(routes::WALLETS_LIMIT),
-        ("listLiquidityLevels", "limit") => limit_schema(routes::LIQUIDITY_LIMIT),
-        ("listCandles", "limit") => limit_schema(routes::CANDLES_LIMIT),
-        ("listCandles", "interval") => string_enum(Interval::NAMES, None),
-        ("listCandles", "from" | "to" | "cursor") => instant_schema(),
-        (_, "cursor") => string_schema(
-            None,
-            Some("^[A-Za-z0-9_-]+$"),
-            Some(pagination::MAX_CURSOR_LEN),
-        ),
-        (_, "fromDate" | "toDate") => string_schema(Some(KnownFormat::Date), Some(DATE), None),
-        _ => return None,
-    })
-}
-
-fn set_parameter_schemas(doc: &mut OpenApiDoc) {
-    for item in doc.paths.paths.values_mut() {
-        for op in [&mut item.get, &mut item.head].into_iter().flatten() {
-            let id = op.operation_id.clone().unwrap_or_default();
-            for p in op.parameters.iter_mut().flatten() {
-                if let Some(schema) = parameter_schema(&id, &p.name) {
-                    p.schema = Some(schema.into());
-                }
-            }
-        }
-    }
-}
-
 /// Realistic 200 bodies, captured from the demo dataset (`openapi/examples/`).
 fn success_example(operation: &str) -> Option<&'static str> {
     Some(match operation {
@@ -323,7 +230,6 @@ pub fn document() -> OpenApiDoc {
     let mut doc = ApiDoc::openapi();
     add_common_responses(&mut doc);
     add_freshness(&mut doc);
-    set_parameter_schemas(&mut doc);
     set_examples(&mut doc);
     let v1: Vec<(String, PathItem)> = doc
         .paths

@@ -3,6 +3,7 @@
 
 pub mod coverage;
 pub mod decimal;
+pub mod params;
 pub mod query;
 pub mod resources;
 pub mod timestamp;

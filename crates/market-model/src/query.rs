@@ -20,6 +20,13 @@ pub struct UnknownValue {
 
 macro_rules! wire_enum {
     ($(#[doc = $doc:expr])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        wire_enum!(@impl [None] $(#[doc = $doc])* $name { $($(#[$vmeta])* $variant = $text),+ });
+    };
+    // `default` is the value used when the parameter is absent, stated in the schema.
+    ($(#[doc = $doc:expr])* $name:ident default $default:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        wire_enum!(@impl [Some($name::$default)] $(#[doc = $doc])* $name { $($(#[$vmeta])* $variant = $text),+ });
+    };
+    (@impl [$default:expr] $(#[doc = $doc:expr])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[doc = $doc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         pub enum $name {
@@ -35,6 +42,7 @@ macro_rules! wire_enum {
                 utoipa::openapi::schema::ObjectBuilder::new()
                     .schema_type(utoipa::openapi::schema::Type::String)
                     .enum_values(Some(Self::NAMES.iter().copied()))
+                    .default($default.map(|d: $name| d.as_str().into()))
                     .description(Some(description))
                     .into()
             }
@@ -154,7 +162,7 @@ wire_enum! {
 wire_enum! {
     /// Sort keys of the wallet list. Nulls (wallets without analytics) come
     /// last in both orders; ties are broken by address ascending.
-    WalletSort {
+    WalletSort default AccountTotalValue {
         /// Account equity (the default).
         AccountTotalValue = "accountTotalValue",
         /// Long plus short notional.
@@ -170,7 +178,7 @@ wire_enum! {
 
 wire_enum! {
     /// Sort keys of the market list; ties are broken by symbol ascending.
-    MarketSort {
+    MarketSort default Volume24h {
         /// 24-hour volume (the default).
         Volume24h = "volume24h",
         /// Open interest in USD.

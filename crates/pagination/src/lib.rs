@@ -67,50 +67,6 @@ pub fn decode<K: DeserializeOwned>(query: &str, cursor: &str) -> Result<K, Curso
     serde_json::from_value(env.k).map_err(|_| CursorError::Malformed)
 }
 
-/// Default and cap of an endpoint's `limit` parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LimitSpec {
-    /// Used when `limit` is absent.
-    pub default: u32,
-    /// Largest accepted value.
-    pub max: u32,
-}
-
-/// Why a `limit` was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("must be an integer from 1 to {max}; got `{got}`")]
-pub struct LimitError {
-    /// The rejected text.
-    pub got: String,
-    /// The cap.
-    pub max: u32,
-}
-
-impl LimitSpec {
-    /// A spec with this default and cap.
-    pub const fn new(default: u32, max: u32) -> Self {
-        LimitSpec { default, max }
-    }
-
-    /// Parses `limit`: absent → default; otherwise a decimal integer in `1..=max`.
-    pub fn parse(&self, raw: Option<&str>) -> Result<u32, LimitError> {
-        let Some(text) = raw else {
-            return Ok(self.default);
-        };
-        let err = || LimitError {
-            got: text.chars().take(40).collect(),
-            max: self.max,
-        };
-        if text.is_empty() || text.len() > 10 || !text.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(err());
-        }
-        match text.parse::<u32>() {
-            Ok(n) if (1..=self.max).contains(&n) => Ok(n),
-            _ => Err(err()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,27 +122,6 @@ mod tests {
         assert_ne!(fingerprint(&["ab", "c"]), fingerprint(&["a", "bc"]));
     }
 
-    #[test]
-    fn limits() {
-        let spec = LimitSpec::new(25, 200);
-        assert_eq!(spec.parse(None), Ok(25));
-        assert_eq!(spec.parse(Some("1")), Ok(1));
-        assert_eq!(spec.parse(Some("200")), Ok(200));
-        for bad in [
-            "0",
-            "201",
-            "-1",
-            "",
-            "abc",
-            "1.5",
-            "+5",
-            " 5",
-            "99999999999999999999",
-        ] {
-            assert!(spec.parse(Some(bad)).is_err(), "{bad:?}");
-        }
-    }
-
     proptest! {
         #[test]
         fn decoder_never_panics(s in ".*") {
@@ -196,17 +131,6 @@ mod tests {
         #[test]
         fn decoder_never_panics_on_base64_of_anything(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let _ = decode::<Key>("q", &URL_SAFE_NO_PAD.encode(bytes));
-        }
-
-        #[test]
-        fn limit_parser_never_panics(s in ".*") {
-            let _ = LimitSpec::new(25, 200).parse(Some(&s));
-        }
-
-        #[test]
-        fn limit_accepts_exactly_the_range(n in 0u64..1000) {
-            let ok = LimitSpec::new(25, 200).parse(Some(&n.to_string())).is_ok();
-            prop_assert_eq!(ok, (1..=200).contains(&n));
         }
     }
 }

@@ -1,0 +1,201 @@
+//! The HTTP side of every data response: the strict query extractor,
+//! conditional GET (`ETag`, `If-None-Match`, 304) and the version headers.
+
+use std::future::{ready, Ready};
+use std::sync::Arc;
+
+use actix_web::dev::Payload;
+use actix_web::http::{header, StatusCode};
+use actix_web::{FromRequest, HttpRequest, HttpResponse};
+use bytes::Bytes;
+use market_engine::Snapshot;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use utoipa::IntoParams;
+
+use crate::error::ApiError;
+
+/// An endpoint's query type, parsed strictly from the query string
+/// (`market_query::parse_query`): unknown, repeated and malformed
+/// parameters are 400 problems that name the parameter.
+#[derive(Debug)]
+pub struct StrictQuery<T>(pub T);
+
+impl<T: DeserializeOwned + IntoParams> FromRequest for StrictQuery<T> {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(
+            market_query::parse_query(req.query_string())
+                .map(StrictQuery)
+                .map_err(ApiError::from),
+        )
+    }
+}
+
+/// Serializes a body as `application/json`.
+pub fn json<T: Serialize>(body: &T) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, "application/json"))
+        .body(serde_json::to_vec(body).expect("responses serialize"))
+}
+
+/// Header naming the data version a response was computed from.
+pub const DATA_VERSION: &str = "X-Data-Version";
+
+/// The identity of a response that is a function of the data version, the
+/// path and the query string.
+pub fn request_identity(req: &HttpRequest) -> u64 {
+    market_query::identity((&req.path(), &req.query_string()))
+}
+
+/// The headers that depend only on the data version, rendered once per
+/// version and worker thread instead of per request.
+struct VersionHeaders {
+    version: i64,
+    data_version: header::HeaderValue,
+    last_modified: Option<header::HeaderValue>,
+}
+
+impl VersionHeaders {
+    fn new(snapshot: &Snapshot) -> Self {
+        let last_modified = (snapshot.version > 0).then(|| {
+            let date = header::HttpDate::from(std::time::SystemTime::from(snapshot.observed_at));
+            header::HeaderValue::from_str(&date.to_string()).expect("an HTTP date is ASCII")
+        });
+        VersionHeaders {
+            version: snapshot.version,
+            data_version: header::HeaderValue::from(snapshot.version),
+            last_modified,
+        }
+    }
+}
+
+thread_local! {
+    static VERSION_HEADERS: std::cell::RefCell<Option<VersionHeaders>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The `ETag` of a response: `"{version:x}-{identity:016x}"`, written
+/// without the formatting machinery (it is on every request's path).
+fn etag(version: i64, identity: u64) -> header::HeaderValue {
+    let mut buf = [0u8; 2 + 16 + 1 + 16];
+    let mut at = 1;
+    buf[0] = b'"';
+    let version = version.to_be_bytes();
+    let mut digits = [0u8; 16];
+    hex::encode_to_slice(version, &mut digits).expect("16 hex digits for 8 bytes");
+    // `{:x}`: no leading zeros, at least one digit.
+    let first = digits.iter().position(|&d| d != b'0').unwrap_or(15);
+    let n = 16 - first;
+    buf[at..at + n].copy_from_slice(&digits[first..]);
+    at += n;
+    buf[at] = b'-';
+    at += 1;
+    hex::encode_to_slice(identity.to_be_bytes(), &mut buf[at..at + 16])
+        .expect("16 hex digits for 8 bytes");
+    at += 16;
+    buf[at] = b'"';
+    header::HeaderValue::from_bytes(&buf[..=at]).expect("ASCII")
+}
+
+/// A response body computed from `snapshot`, with its data version, `ETag`
+/// (the version plus `identity`: a hash of the normalized request, so no
+/// request hashes its body) and freshness headers; 304 when `If-None-Match`
+/// names the tag.
+pub fn versioned(
+    req: &HttpRequest,
+    snapshot: &Snapshot,
+    identity: u64,
+    body: impl FnOnce() -> Bytes,
+) -> HttpResponse {
+    let etag = etag(snapshot.version, identity);
+    let tag = etag.to_str().expect("ASCII");
+    let not_modified = req.headers().get_all(header::IF_NONE_MATCH).any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',')
+                .map(|t| t.trim().trim_start_matches("W/"))
+                .any(|t| t == tag || t == "*")
+        })
+    });
+    let mut res = if not_modified {
+        HttpResponse::new(StatusCode::NOT_MODIFIED)
+    } else {
+        let mut res = HttpResponse::with_body(StatusCode::OK, body()).map_into_boxed_body();
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        res
+    };
+    let headers = res.headers_mut();
+    VERSION_HEADERS.with_borrow_mut(|cached| {
+        let cached = match cached {
+            Some(c) if c.version == snapshot.version => c,
+            _ => cached.insert(VersionHeaders::new(snapshot)),
+        };
+        headers.insert(
+            header::HeaderName::from_static("x-data-version"),
+            cached.data_version.clone(),
+        );
+        if let Some(v) = &cached.last_modified {
+            headers.insert(header::LAST_MODIFIED, v.clone());
+        }
+    });
+    headers.insert(header::ETAG, etag);
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-cache"),
+    );
+    // gzip is negotiated (see `Compress`): caches must key on Accept-Encoding.
+    headers.insert(
+        header::VARY,
+        header::HeaderValue::from_static("accept-encoding"),
+    );
+    res
+}
+
+/// A slice of the served snapshot as a response body without copying it.
+struct SnapshotBytes<F: Fn(&Snapshot) -> &[u8]> {
+    snapshot: Arc<Snapshot>,
+    select: F,
+}
+
+impl<F: Fn(&Snapshot) -> &[u8]> AsRef<[u8]> for SnapshotBytes<F> {
+    fn as_ref(&self) -> &[u8] {
+        (self.select)(&self.snapshot)
+    }
+}
+
+/// A slice of the served snapshot (chosen by `select`) as a body that shares it.
+pub fn snapshot_bytes(
+    snapshot: &Arc<Snapshot>,
+    select: impl Fn(&Snapshot) -> &[u8] + Send + Sync + 'static,
+) -> Bytes {
+    Bytes::from_owner(SnapshotBytes {
+        snapshot: snapshot.clone(),
+        select,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etag_is_version_and_identity_in_hex() {
+        for (version, identity) in [
+            (0, 0),
+            (1, 0x827e_992d_4794_8a38),
+            (0x10, 1),
+            (i64::MAX, u64::MAX),
+            (123_456_789, 42),
+        ] {
+            assert_eq!(
+                etag(version, identity).to_str().unwrap(),
+                format!("\"{version:x}-{identity:016x}\""),
+            );
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Liveness and readiness (no API key).
+
+use actix_web::{web, HttpResponse};
+use serde::Serialize;
+
+use crate::error::{ApiError, Problem};
+use crate::http::json;
+use crate::state::AppState;
+
+type Data = web::Data<AppState>;
+
+/// Liveness: the process answers.
+///
+/// Answers 200 whenever the process can serve HTTP; it does not touch the database. No API key.
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz", tag = "health",
+    responses((status = 200, description = "The process is alive.", body = Health)))]
+pub async fn healthz() -> HttpResponse {
+    json(&Health {
+        status: "ok".into(),
+    })
+}
+
+/// Readiness: the database answers.
+///
+/// Answers 200 when a pooled database connection runs `SELECT 1`, and 503 (after at most about 2 s) when it cannot. No API key.
+#[utoipa::path(get, path = "/readyz", operation_id = "readyz", tag = "health",
+    responses(
+        (status = 200, description = "The database is reachable.", body = Health),
+        (status = 503, description = "The database is unreachable.", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn readyz(state: Data) -> Result<HttpResponse, ApiError> {
+    let store = state.store.clone();
+    web::block(move || store.ping()).await??;
+    Ok(json(&Health {
+        status: "ready".into(),
+    }))
+}
+
+/// Health status body.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ok` or `ready`.
+    pub status: String,
+}

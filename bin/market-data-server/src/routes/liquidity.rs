@@ -1,0 +1,57 @@
+//! Daily liquidation-level maps.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use market_model::params::{LiquidityQuery, NetworkPath};
+use market_model::LiquidityLevelsList;
+use market_query::LiquidityRequest;
+
+use crate::error::{ApiError, Problem};
+use crate::http::{versioned, StrictQuery};
+use crate::state::AppState;
+
+type Data = web::Data<AppState>;
+
+/// List daily liquidation levels.
+///
+/// One item per (date, asset) in `[fromDate, toDate]`, ordered by date then asset symbol. The latest day
+/// (the UTC date of the latest scan) has coverage `current` and is computed from the current positions, so
+/// its totals equal the market's long/short liquidation values; earlier days are frozen end-of-day
+/// snapshots (coverage `end_of_day`). The window is at most 90 calendar days (toDate − fromDate ≤ 89 days).
+#[utoipa::path(
+    get,
+    path = "/v1/networks/{network}/liquidity-levels",
+    operation_id = "listLiquidityLevels",
+    tag = "liquidity",
+    params(NetworkPath, LiquidityQuery),
+    responses(
+        (status = 200, description = "A page of liquidity days.", body = LiquidityLevelsList),
+        (status = 400, description = "Missing or bad dates, a window over 90 days, bad limit or cursor, or unknown parameter.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn list_liquidity_levels(
+    req: HttpRequest,
+    path: web::Path<NetworkPath>,
+    query: StrictQuery<LiquidityQuery>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    market_query::check_network(&path.network)?;
+    let snapshot = state.snapshot();
+    let request = LiquidityRequest::new(&snapshot, &query.0)?;
+    let (store, served) = (state.store.clone(), snapshot.clone());
+    let key = request.key.clone();
+    let body = state
+        .page(snapshot.version, &key, async move {
+            web::block(move || request.render(&store, &served))
+                .await?
+                .map_err(ApiError::from)
+        })
+        .await?;
+    Ok(versioned(
+        &req,
+        &snapshot,
+        market_query::identity(&key),
+        || body,
+    ))
+}

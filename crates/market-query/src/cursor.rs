@@ -1,0 +1,181 @@
+//! Typed cursors: each list names the key its pages continue from, and a
+//! cursor is that key, sealed with the fingerprint of the query that made it
+//! (`pagination`), so it cannot continue another endpoint, order or filter.
+
+use market_engine::{PositionKey, WalletKey};
+use market_model::Decimal;
+use pagination::CursorError;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use time::Date;
+
+use crate::QueryError;
+
+/// A keyset position and its spelling inside a cursor.
+pub trait Keyset: Sized {
+    /// What the cursor holds.
+    type Wire: Serialize + DeserializeOwned;
+    /// The key as held in a cursor.
+    fn to_wire(&self) -> Self::Wire;
+    /// The key a cursor holds; `None` when it does not decode into one.
+    fn from_wire(wire: Self::Wire) -> Option<Self>;
+}
+
+/// The cursors of one query: keys in, cursors out, both bound to the
+/// query's fingerprint.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Cursors {
+    fingerprint: String,
+}
+
+impl Cursors {
+    /// The cursors of the query identified by `parts`: every parameter that
+    /// changes the order or the set of items (not `limit`, which may change
+    /// between pages).
+    pub fn new(parts: &[&str]) -> Self {
+        Cursors {
+            fingerprint: pagination::fingerprint(parts),
+        }
+    }
+
+    /// The key `cursor` continues from (`None` without a cursor). A cursor
+    /// that does not decode, or belongs to another query, is an error on
+    /// the parameter `cursor`.
+    pub fn decode<K: Keyset>(&self, cursor: Option<&str>) -> Result<Option<K>, QueryError> {
+        let Some(cursor) = cursor else {
+            return Ok(None);
+        };
+        let wire = pagination::decode(&self.fingerprint, cursor).map_err(cursor_error)?;
+        K::from_wire(wire)
+            .map(Some)
+            .ok_or_else(|| cursor_error(CursorError::Malformed))
+    }
+
+    /// The cursor that continues after `key`.
+    pub fn encode<K: Keyset>(&self, key: &K) -> String {
+        pagination::encode(&self.fingerprint, &key.to_wire())
+    }
+
+    /// The cursor that continues after a key already in its cursor spelling
+    /// (a page's last item gives its sort value as rendered text).
+    pub fn encode_wire<K: Keyset>(&self, wire: &K::Wire) -> String {
+        pagination::encode(&self.fingerprint, wire)
+    }
+
+    /// The query's fingerprint.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+}
+
+fn cursor_error(e: CursorError) -> QueryError {
+    QueryError::param("cursor", e.to_string())
+}
+
+fn decimal(text: &str) -> Option<bigdecimal::BigDecimal> {
+    text.parse::<Decimal>().ok().map(|d| d.0)
+}
+
+/// Whale-positions: the last item's `positionValue` and address.
+impl Keyset for PositionKey {
+    type Wire = (String, String);
+    fn to_wire(&self) -> Self::Wire {
+        (
+            Decimal(self.value.clone()).to_string(),
+            self.address.clone(),
+        )
+    }
+    fn from_wire((value, address): Self::Wire) -> Option<Self> {
+        Some(PositionKey {
+            value: decimal(&value)?,
+            address,
+        })
+    }
+}
+
+/// Wallets: the last item's sort value (null for wallets without
+/// analytics) and address.
+impl Keyset for WalletKey {
+    type Wire = (Option<String>, String);
+    fn to_wire(&self) -> Self::Wire {
+        (
+            self.value.clone().map(|v| Decimal(v).to_string()),
+            self.address.clone(),
+        )
+    }
+    fn from_wire((value, address): Self::Wire) -> Option<Self> {
+        let value = match value {
+            Some(v) => Some(decimal(&v)?),
+            None => None,
+        };
+        Some(WalletKey { value, address })
+    }
+}
+
+/// Liquidity-levels: the last item's date and network symbol.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LiquidityKey {
+    /// Date of the last item served.
+    pub date: Date,
+    /// Network symbol of the last item served.
+    pub symbol: String,
+}
+
+impl Keyset for LiquidityKey {
+    type Wire = (String, String);
+    fn to_wire(&self) -> Self::Wire {
+        (self.date.to_string(), self.symbol.clone())
+    }
+    fn from_wire((date, symbol): Self::Wire) -> Option<Self> {
+        Some(LiquidityKey {
+            date: market_model::timestamp_date::parse(&date).ok()?,
+            symbol,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip<K: Keyset + PartialEq + std::fmt::Debug>(key: K) {
+        let c = Cursors::new(&["list", "a"]);
+        let cursor = c.encode(&key);
+        assert_eq!(c.decode::<K>(Some(&cursor)).unwrap(), Some(key));
+        let other = Cursors::new(&["list", "b"]);
+        let e = other.decode::<K>(Some(&cursor)).unwrap_err();
+        assert!(e.to_string().contains("different query"), "{e}");
+    }
+
+    #[test]
+    fn keys_round_trip_and_stay_with_their_query() {
+        roundtrip(PositionKey {
+            value: "1234.50".parse().unwrap(),
+            address: "0xab".into(),
+        });
+        roundtrip(WalletKey {
+            value: None,
+            address: "0xcd".into(),
+        });
+        roundtrip(WalletKey {
+            value: Some("-0.000001".parse().unwrap()),
+            address: "0xcd".into(),
+        });
+        roundtrip(LiquidityKey {
+            date: time::macros::date!(2026 - 11 - 22),
+            symbol: "xyz:TSLA".into(),
+        });
+    }
+
+    #[test]
+    fn a_cursor_of_another_shape_is_malformed() {
+        let c = Cursors::new(&["q"]);
+        let cursor = pagination::encode(c.fingerprint(), &("not-a-number", "0xab"));
+        let e = c.decode::<PositionKey>(Some(&cursor)).unwrap_err();
+        assert!(e.to_string().contains("not a valid cursor"), "{e}");
+        let cursor = pagination::encode(c.fingerprint(), &("2026-13-01", "BTC"));
+        assert!(c.decode::<LiquidityKey>(Some(&cursor)).is_err());
+        assert!(c.decode::<LiquidityKey>(Some("%%%")).is_err());
+        assert_eq!(c.decode::<LiquidityKey>(None).unwrap(), None);
+    }
+}
