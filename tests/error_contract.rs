@@ -281,6 +281,11 @@ async fn every_rejection_is_a_problem_that_names_the_fix(backend: Backend) {
             .detail("malformed"),
         // 404
         get("/v1/networks/mainnet/markets", 404).detail("perpnet"),
+        // A wrong network is reported before the query string's problems,
+        // and a bad query before an unknown asset.
+        get("/v1/networks/mainnet/wallets?limt=5", 404).detail("perpnet"),
+        get("/v1/networks/mainnet/markets/BTC/candles", 404).detail("perpnet"),
+        get(format!("{NET}/markets/DOGECOIN/candles?interval=9h"), 400).param("interval"),
         get(format!("{NET}/markets/DOGECOIN"), 404).detail("Unknown asset"),
         get(format!("{NET}/markets/BTC/whale-positions/extra"), 404),
         get("/v1/nope", 404),

@@ -8,7 +8,7 @@ use actix_web::middleware::{from_fn, Compress, Condition, Logger};
 use actix_web::{web, App, HttpServer};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::error::{ApiError, ProblemKind};
+use crate::error::ApiError;
 use crate::middleware::{guard_api, method_not_allowed, not_found, request_context};
 use crate::openapi::{self, PREFIXES};
 use crate::routes;
@@ -91,11 +91,7 @@ fn api(cfg: &mut web::ServiceConfig) {
 }
 
 fn path_error(err: actix_web::error::PathError, _req: &actix_web::HttpRequest) -> actix_web::Error {
-    ApiError::new(
-        ProblemKind::InvalidParameter,
-        format!("A path segment could not be decoded ({err}); percent-encode it as UTF-8."),
-    )
-    .into()
+    ApiError::path(&err).into()
 }
 
 /// Configures the whole application (shared by `serve` and the tests).

@@ -165,6 +165,14 @@ impl ApiError {
         }
     }
 
+    /// 400 for a path segment that does not decode.
+    pub fn path(err: &actix_web::error::PathError) -> Self {
+        ApiError::new(
+            ProblemKind::InvalidParameter,
+            format!("A path segment could not be decoded ({err}); percent-encode it as UTF-8."),
+        )
+    }
+
     /// 404 with a detail.
     pub fn not_found(detail: impl Into<String>) -> Self {
         ApiError::new(ProblemKind::NotFound, detail)

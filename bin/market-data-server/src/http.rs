@@ -9,11 +9,53 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{FromRequest, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use market_engine::Snapshot;
+use market_model::params::{MarketPath, NetworkPath};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use utoipa::IntoParams;
 
 use crate::error::ApiError;
+
+/// A path under one network: its `network` segment must name the one
+/// network (else a 404 problem), checked before the query string so a wrong
+/// network is reported first.
+pub trait NetworkScoped {
+    /// The `network` segment.
+    fn network(&self) -> &str;
+}
+
+impl NetworkScoped for NetworkPath {
+    fn network(&self) -> &str {
+        &self.network
+    }
+}
+
+impl NetworkScoped for MarketPath {
+    fn network(&self) -> &str {
+        &self.network
+    }
+}
+
+/// An endpoint's path type, decoded and checked ([`NetworkScoped`]).
+#[derive(Debug)]
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + NetworkScoped> FromRequest for ApiPath<T> {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(
+            req.match_info()
+                .load::<T>()
+                .map_err(|e| ApiError::path(&actix_web::error::PathError::Deserialize(e)))
+                .and_then(|path| {
+                    market_query::check_network(path.network())?;
+                    Ok(ApiPath(path))
+                }),
+        )
+    }
+}
 
 /// An endpoint's query type, parsed strictly from the query string
 /// (`market_query::parse_query`): unknown, repeated and malformed

@@ -6,7 +6,7 @@ use market_model::LiquidityLevelsList;
 use market_query::LiquidityRequest;
 
 use crate::error::{ApiError, Problem};
-use crate::http::{versioned, StrictQuery};
+use crate::http::{versioned, ApiPath, StrictQuery};
 use crate::state::AppState;
 
 type Data = web::Data<AppState>;
@@ -32,11 +32,10 @@ type Data = web::Data<AppState>;
 )]
 pub async fn list_liquidity_levels(
     req: HttpRequest,
-    path: web::Path<NetworkPath>,
+    ApiPath(_network): ApiPath<NetworkPath>,
     query: StrictQuery<LiquidityQuery>,
     state: Data,
 ) -> Result<HttpResponse, ApiError> {
-    market_query::check_network(&path.network)?;
     let snapshot = state.snapshot();
     let request = LiquidityRequest::new(&snapshot, &query.0)?;
     let (store, served) = (state.store.clone(), snapshot.clone());

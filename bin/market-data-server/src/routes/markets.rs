@@ -8,7 +8,7 @@ use market_model::{CandleSeries, MarketList, PositionList};
 use market_query::{CandlesRequest, PositionsPage};
 
 use crate::error::{ApiError, Problem};
-use crate::http::{snapshot_bytes, versioned, StrictQuery};
+use crate::http::{snapshot_bytes, versioned, ApiPath, StrictQuery};
 use crate::state::AppState;
 
 type Data = web::Data<AppState>;
@@ -33,11 +33,10 @@ type Data = web::Data<AppState>;
 )]
 pub async fn list_markets(
     req: HttpRequest,
-    path: web::Path<NetworkPath>,
+    ApiPath(_network): ApiPath<NetworkPath>,
     query: StrictQuery<MarketsQuery>,
     state: Data,
 ) -> Result<HttpResponse, ApiError> {
-    market_query::check_network(&path.network)?;
     let (sort, order) = market_query::market_order(&query.0);
     let snapshot = state.snapshot();
     Ok(versioned(
@@ -68,11 +67,10 @@ pub async fn list_markets(
 )]
 pub async fn get_market(
     req: HttpRequest,
-    path: web::Path<MarketPath>,
+    ApiPath(path): ApiPath<MarketPath>,
     _query: StrictQuery<NoQuery>,
     state: Data,
 ) -> Result<HttpResponse, ApiError> {
-    market_query::check_network(&path.network)?;
     let snapshot = state.snapshot();
     let index = market_query::resolve_asset(&snapshot, &path.asset)?;
     Ok(versioned(
@@ -103,11 +101,10 @@ pub async fn get_market(
 )]
 pub async fn list_positions(
     req: HttpRequest,
-    path: web::Path<MarketPath>,
+    ApiPath(path): ApiPath<MarketPath>,
     query: StrictQuery<PositionsQuery>,
     state: Data,
 ) -> Result<HttpResponse, ApiError> {
-    market_query::check_network(&path.network)?;
     let snapshot = state.snapshot();
     let index = market_query::resolve_asset(&snapshot, &path.asset)?;
     let page = PositionsPage::new(&snapshot, index, &query.0)?;
@@ -136,11 +133,10 @@ pub async fn list_positions(
 )]
 pub async fn list_candles(
     req: HttpRequest,
-    path: web::Path<MarketPath>,
+    ApiPath(path): ApiPath<MarketPath>,
     query: StrictQuery<CandlesQuery>,
     state: Data,
 ) -> Result<HttpResponse, ApiError> {
-    market_query::check_network(&path.network)?;
     let now_ms = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
     let snapshot = state.snapshot();
     let index = market_query::resolve_asset(&snapshot, &path.asset)?;

@@ -6,7 +6,7 @@ use market_model::params::{NetworkPath, NoQuery};
 use market_model::{NetworkCoverage, NetworkItem, NetworkList, NETWORK_ID};
 
 use crate::error::{ApiError, Problem};
-use crate::http::{request_identity, snapshot_bytes, versioned, StrictQuery};
+use crate::http::{request_identity, snapshot_bytes, versioned, ApiPath, StrictQuery};
 use crate::state::AppState;
 
 type Data = web::Data<AppState>;
@@ -71,11 +71,10 @@ pub async fn list_networks(
 )]
 pub async fn get_coverage(
     req: HttpRequest,
-    path: web::Path<NetworkPath>,
+    ApiPath(_network): ApiPath<NetworkPath>,
     _query: StrictQuery<NoQuery>,
     state: Data,
 ) -> Result<HttpResponse, ApiError> {
-    market_query::check_network(&path.network)?;
     let snapshot = state.snapshot();
     Ok(versioned(
         &req,

@@ -6,7 +6,7 @@ use market_model::WalletList;
 use market_query::WalletsPage;
 
 use crate::error::{ApiError, Problem};
-use crate::http::{versioned, StrictQuery};
+use crate::http::{versioned, ApiPath, StrictQuery};
 use crate::state::AppState;
 
 type Data = web::Data<AppState>;
@@ -33,11 +33,10 @@ type Data = web::Data<AppState>;
 )]
 pub async fn list_wallets(
     req: HttpRequest,
-    path: web::Path<NetworkPath>,
+    ApiPath(_network): ApiPath<NetworkPath>,
     query: StrictQuery<WalletsQuery>,
     state: Data,
 ) -> Result<HttpResponse, ApiError> {
-    market_query::check_network(&path.network)?;
     let snapshot = state.snapshot();
     let page = WalletsPage::new(&snapshot, &query.0)?;
     Ok(versioned(&req, &snapshot, page.identity, || page.render()))
