@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use market_engine::{Changes, Materialized, RenderedPosition, Snapshot};
+use market_engine::Materialized;
+use market_snapshot::{Changes, RenderedPosition, Snapshot};
 use market_store::{Store, StoreError, TokenRecord, UsageRow};
 use time::OffsetDateTime;
 

@@ -90,8 +90,8 @@ pub struct Materialized<P = MarketPosition> {
     /// One wallet per input, with its aggregates, ordered by address.
     pub wallets: Vec<Wallet>,
     /// Positions, label and tags filled in (`materialize` orders them by
-    /// (symbol, address); [`crate::Snapshot::build`] takes any order): model
-    /// structs, or [`crate::RenderedPosition`]s of a version read back.
+    /// (symbol, address); `market_snapshot::Snapshot::build` takes any order): model
+    /// structs, or `market_snapshot::RenderedPosition`s of a version read back.
     pub positions: Vec<P>,
     /// The `current` liquidity day of every asset, ordered by symbol.
     pub current_days: Vec<LiquidityDay>,
@@ -836,98 +836,10 @@ fn wallet_of(w: WalletInput, long: Sum, short: Sum, count: u32) -> Wallet {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use crate::fixtures::*;
     use time::macros::datetime;
-
-    pub(crate) fn d(s: &str) -> Decimal {
-        s.parse().unwrap()
-    }
-
-    pub(crate) fn quote(symbol: &str, price: &str) -> Quote {
-        Quote {
-            symbol: symbol.into(),
-            price: d(price),
-            prev_day_price: d("100"),
-            volume24h: d("1000"),
-            open_interest: d("5000"),
-            funding: d("0.0000125"),
-        }
-    }
-
-    pub(crate) fn wallet(address: &str, account: &str, analytics: bool) -> WalletInput {
-        WalletInput {
-            address: address.into(),
-            label: Some(format!("label {address}")),
-            tags: vec!["fund".into()],
-            kols: vec![],
-            kol_profile: None,
-            account_value: d(account),
-            observed_at: datetime!(2026-11-22 01:00 UTC),
-            analytics: analytics.then(|| Analytics {
-                net_pnl: d("10.5"),
-                roi: d("1.25"),
-                win_rate: d("55"),
-                strategy: Strategy::SwingTrader,
-                strategy_confidence: d("0.8"),
-            }),
-        }
-    }
-
-    pub(crate) fn position(
-        address: &str,
-        symbol: &str,
-        direction: Direction,
-        value: &str,
-        liq: Option<&str>,
-    ) -> MarketPosition {
-        MarketPosition {
-            address: address.into(),
-            label: None,
-            tags: vec![],
-            symbol: symbol.into(),
-            direction,
-            position_value: d(value),
-            liq_price: liq.map(d),
-            observed_at: datetime!(2026-11-22 01:00 UTC),
-            leverage: d("5"),
-            size: d("1"),
-            size_unit: symbol.into(),
-            u_pnl: d("0"),
-            u_pnl_pct: d("0"),
-            entry_price: d("100"),
-            mark_price: d("100"),
-            margin: d("20"),
-            funding_cost: d("-1.5"),
-        }
-    }
-
-    pub(crate) fn sample() -> ScanInput {
-        use Direction::*;
-        ScanInput {
-            observed_at: datetime!(2026-11-22 01:00 UTC),
-            quotes: vec![
-                quote("BTC", "105"),
-                quote("xyz:TSLA", "400"),
-                quote("ETH", "3000"),
-            ],
-            wallets: vec![
-                wallet("0xa", "2000000", true),
-                wallet("0xb", "50000", false),
-                wallet("0xc", "100000", true),
-                wallet("0xd", "0", false),
-            ],
-            positions: vec![
-                position("0xa", "BTC", Long, "1000.50", Some("90.1")),
-                position("0xb", "BTC", Long, "200", None),
-                position("0xc", "BTC", Short, "300.25", Some("120.4")),
-                position("0xa", "xyz:TSLA", Short, "50", Some("450")),
-                position("0xb", "xyz:TSLA", Short, "70", Some("451")),
-                position("0xc", "ETH", Long, "100", Some("2500")),
-                position("0xc", "xyz:TSLA", Long, "100", Some("350")),
-            ],
-        }
-    }
 
     #[test]
     fn market_aggregates() {

@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 use crate::fixed::{Fixed, Sum};
 use crate::position::{PositionKeys, Size};
-use crate::snapshot::SortKey;
+use crate::sort_key::SortKey;
 
 /// The size classes in report order.
 const CLASSES: [SizeClass; 3] = [SizeClass::Whale, SizeClass::Shark, SizeClass::Shrimp];
@@ -91,7 +91,7 @@ pub fn coverage_of<P: PositionKeys>(m: &crate::aggregate::Materialized<P>) -> Ne
 
 /// [`coverage_of`] with the version's positions given apart (they may be
 /// held in parts).
-pub(crate) fn report<Q, P: PositionKeys>(
+pub fn report<Q, P: PositionKeys>(
     m: &crate::aggregate::Materialized<Q>,
     positions: impl IntoIterator<Item = P>,
 ) -> NetworkCoverage {

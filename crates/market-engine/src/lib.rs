@@ -7,16 +7,15 @@ pub mod buckets;
 pub mod candles;
 pub mod coverage;
 mod fixed;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod position;
-pub mod snapshot;
+pub mod sort_key;
 pub mod symbols;
 
 pub use aggregate::{
     materialize, AggregateError, Analytics, Materialized, Quote, ScanInput, WalletInput,
 };
 pub use buckets::{bucket_price, bucket_size_for_price};
-pub use position::{PositionKeys, RenderedPosition, Size};
-pub use snapshot::{
-    AssetLookup, Changes, ItemKey, JsonItems, KeyedPage, Page, PositionKey, Snapshot, SortKey,
-    WalletKey, WalletOrder,
-};
+pub use position::{PositionKeys, Size};
+pub use sort_key::SortKey;

@@ -164,6 +164,13 @@ pub fn parse_plain(s: &str) -> Option<BigDecimal> {
 pub struct PlainDecimal<'a>(&'a str);
 
 impl<'a> PlainDecimal<'a> {
+    /// The number the text denotes.
+    pub fn to_decimal(&self) -> BigDecimal {
+        parse_plain(self.0)
+            .or_else(|| BigDecimal::from_str(self.0).ok())
+            .expect("plain decimal text parses")
+    }
+
     /// `Some` when `text` is the text [`Decimal`] writes for its number
     /// (`"0.50"`, `"-12"`, `"1000"`); `None` for any other spelling of a
     /// number (`"1e3"`, `"+1"`, `"01"`, `".5"`, `"-0"`) and for non-numbers.

@@ -2,8 +2,8 @@
 //! cursor is that key, sealed with the fingerprint of the query that made it
 //! (`pagination`), so it cannot continue another endpoint, order or filter.
 
-use market_engine::{PositionKey, WalletKey};
 use market_model::Decimal;
+use market_snapshot::{PositionKey, WalletKey};
 use pagination::CursorError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;

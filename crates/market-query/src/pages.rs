@@ -5,7 +5,6 @@ use std::hash::{Hash, Hasher};
 
 use bytes::Bytes;
 use market_engine::candles::{next_period, period_start, periods_back, rollup, rollup_source};
-use market_engine::{KeyedPage, Page, PositionKey, Snapshot, WalletKey, WalletOrder};
 use market_model::params::{
     printable, CandlesQuery, LiquidityQuery, MarketsQuery, OrderParam, PositionsQuery, WalletsQuery,
 };
@@ -13,6 +12,7 @@ use market_model::{
     CandleSeries, Coverage, Direction, Interval, LiquidityDay, LiquidityLevelsList, MarketSort,
     PositionList, SizeClass, SortOrder, WalletList, WalletSort, NETWORK_ID,
 };
+use market_snapshot::{KeyedPage, Page, PositionKey, Snapshot, WalletKey, WalletOrder};
 use market_store::Store;
 use serde::Serialize;
 use time::Date;
@@ -74,7 +74,7 @@ pub fn check_network(network: &str) -> Result<(), QueryError> {
 /// The index of the market an asset path segment names, or a 404 that says
 /// how to name it.
 pub fn resolve_asset(snapshot: &Snapshot, asset: &str) -> Result<usize, QueryError> {
-    use market_engine::AssetLookup;
+    use market_snapshot::AssetLookup;
     match snapshot.lookup_asset(asset) {
         AssetLookup::Found(i) => Ok(i),
         AssetLookup::Ambiguous(candidates) => Err(QueryError::NotFound(format!(

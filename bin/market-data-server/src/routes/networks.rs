@@ -1,9 +1,9 @@
 //! The network list and the coverage report.
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use market_engine::Snapshot;
 use market_model::params::{NetworkPath, NoQuery};
 use market_model::{NetworkCoverage, NetworkItem, NetworkList, NETWORK_ID};
+use market_snapshot::Snapshot;
 
 use crate::error::{ApiError, Problem};
 use crate::http::{request_identity, snapshot_bytes, versioned, ApiPath, StrictQuery};

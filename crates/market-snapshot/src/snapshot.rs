@@ -17,8 +17,6 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bigdecimal::num_bigint::BigInt;
-use bigdecimal::num_traits::ToPrimitive;
 use bigdecimal::BigDecimal;
 use market_model::{
     Coverage, Direction, LiquidityDay, Market, MarketList, MarketPosition, MarketSort,
@@ -27,8 +25,9 @@ use market_model::{
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::aggregate::Materialized;
-use crate::position::{PositionKeys, RenderedPosition};
+use market_engine::{Materialized, PositionKeys, SortKey};
+
+use crate::rendered::RenderedPosition;
 
 /// The keyset position of a whale-positions page: the last item's
 /// `positionValue` and address.
@@ -180,95 +179,6 @@ pub struct KeyedPage<'a> {
     /// Keys of the last item, when the page is not empty.
     pub last: Option<ItemKey<'a>>,
 }
-
-/// An exact decimal sort key: the decimal's own integer and scale, inline
-/// when the integer fits an `i64` (nearly every price and value), so that
-/// comparing two keys is integer arithmetic.
-#[derive(Clone, Debug)]
-pub enum SortKey {
-    /// `mantissa × 10^−scale`.
-    Small {
-        /// The unscaled integer.
-        mantissa: i64,
-        /// Digits after the decimal point.
-        scale: i16,
-    },
-    /// Anything larger.
-    Big(Box<BigDecimal>),
-}
-
-impl SortKey {
-    /// The key of `value` (same integer, same scale).
-    pub fn new(value: &BigDecimal) -> SortKey {
-        let (int, scale) = value.as_bigint_and_scale();
-        match (int.to_i64(), i16::try_from(scale)) {
-            (Some(mantissa), Ok(scale)) => SortKey::Small { mantissa, scale },
-            _ => SortKey::Big(Box::new(value.clone())),
-        }
-    }
-
-    /// The decimal, with the scale it was made from.
-    pub fn to_big(&self) -> BigDecimal {
-        match self {
-            SortKey::Small { mantissa, scale } => {
-                BigDecimal::new(BigInt::from(*mantissa), i64::from(*scale))
-            }
-            SortKey::Big(big) => (**big).clone(),
-        }
-    }
-
-    /// The plain-notation text, as the item's JSON renders it.
-    pub fn text(&self) -> String {
-        self.to_big().to_plain_string()
-    }
-}
-
-impl Ord for SortKey {
-    fn cmp(&self, other: &SortKey) -> Ordering {
-        if let (
-            SortKey::Small {
-                mantissa: a,
-                scale: sa,
-            },
-            SortKey::Small {
-                mantissa: b,
-                scale: sb,
-            },
-        ) = (self, other)
-        {
-            if sa == sb {
-                return a.cmp(b);
-            }
-            // At the larger scale both fit an i128 while the shift is at most
-            // 19 digits (|mantissa| < 2^63, 10^19 × 2^63 < 2^127).
-            let shift = (i32::from(*sa) - i32::from(*sb)).unsigned_abs();
-            if shift <= 19 {
-                let pow = 10i128.pow(shift);
-                let (a, b) = (i128::from(*a), i128::from(*b));
-                return if sa > sb {
-                    a.cmp(&(b * pow))
-                } else {
-                    (a * pow).cmp(&b)
-                };
-            }
-        }
-        self.to_big().cmp(&other.to_big())
-    }
-}
-
-impl PartialOrd for SortKey {
-    fn partial_cmp(&self, other: &SortKey) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for SortKey {
-    fn eq(&self, other: &SortKey) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for SortKey {}
 
 /// A rendered position and its keys.
 #[derive(Debug)]
@@ -837,7 +747,7 @@ impl Snapshot {
     /// Indexes and renders a materialized version (positions and wallets on
     /// two threads).
     pub fn build(version: i64, data: Materialized) -> Snapshot {
-        let coverage = crate::coverage::coverage_of(&data);
+        let coverage = market_engine::coverage::coverage_of(&data);
         let Materialized {
             observed_at,
             markets,
@@ -858,7 +768,7 @@ impl Snapshot {
     /// positions come in parts (one per connection that read them), each
     /// indexed on its own thread; a market may span parts.
     pub fn build_rendered(version: i64, data: Materialized<Vec<RenderedPosition>>) -> Snapshot {
-        let coverage = crate::coverage::report(&data, data.positions.iter().flatten());
+        let coverage = market_engine::coverage::report(&data, data.positions.iter().flatten());
         let Materialized {
             observed_at,
             markets,
@@ -1295,10 +1205,10 @@ fn partition(len: usize, le: impl Fn(usize) -> bool) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregate::materialize;
-    use crate::aggregate::tests::{position, sample, wallet};
+    use market_engine::fixtures::{position, sample, wallet};
+    use market_engine::materialize;
 
-    fn input() -> crate::ScanInput {
+    fn input() -> market_engine::ScanInput {
         let mut input = sample();
         // many BTC positions with ties on value to exercise the tie-breaker
         for i in 0..40 {
@@ -1548,7 +1458,7 @@ mod tests {
         assert_eq!(s.lookup_asset("btc"), AssetLookup::Unknown);
         assert_eq!(s.lookup_asset("xyz:"), AssetLookup::Unknown);
         let mut input = sample();
-        input.quotes.push(crate::aggregate::Quote {
+        input.quotes.push(market_engine::Quote {
             symbol: "abc:TSLA".into(),
             ..input.quotes[1].clone()
         });
@@ -1719,7 +1629,7 @@ mod tests {
             observed_at: b.observed_at,
             markets: b.markets.clone(),
             current_days: b.current_days.clone(),
-            coverage: crate::coverage::coverage_of(b),
+            coverage: market_engine::coverage::coverage_of(b),
             positions: changed
                 .iter()
                 .flat_map(|w| positions_of(b, &w.address))
@@ -1736,7 +1646,7 @@ mod tests {
 
     #[test]
     fn applying_changes_serves_what_a_rebuild_serves() {
-        use crate::aggregate::tests::quote;
+        use market_engine::fixtures::quote;
         // A small deterministic generator: wallets come, go and change, and
         // their positions open, change value (ties included) and close;
         // markets appear and disappear.

@@ -1,0 +1,11 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+
+pub mod rendered;
+pub mod snapshot;
+
+pub use rendered::RenderedPosition;
+pub use snapshot::{
+    AssetLookup, Changes, ItemKey, JsonItems, KeyedPage, Page, PositionKey, Snapshot, WalletKey,
+    WalletOrder,
+};
