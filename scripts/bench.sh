@@ -11,6 +11,11 @@
 # light load runs, and prints the slowest request seen in each phase of it.
 # RUNS=0 skips the table (only start-up, memory and that last phase).
 #
+# PREVIOUS=path/to/market-data-server also serves the same database with
+# another build and measures it in the same alternation (ours, previous,
+# baseline), adding its req/s and ratio: the way to compare a change with
+# the build before it in one window, since the machine's speed drifts.
+#
 # Needs wrk, bc and curl (Debian: apt-get install wrk bc curl). Prints a
 # markdown table.
 set -euo pipefail
@@ -20,6 +25,8 @@ WALLETS=${2:-100000}
 DURATION=${DURATION:-10s}
 OURS=127.0.0.1:18801
 BASE=127.0.0.1:18802
+PREV=127.0.0.1:18803
+PREVIOUS=${PREVIOUS:-}
 for tool in wrk bc curl; do
   command -v "$tool" > /dev/null || { echo "$tool is missing: apt-get install $tool" >&2; exit 1; }
 done
@@ -67,6 +74,11 @@ for p in "${PATHS[@]}"; do
   SIZES+=("$(curl -s -H "X-API-Key: $TOKEN" "http://$OURS$p" | wc -c)")
 done
 "$RELEASE/bench-baseline" "$BASE" "${SIZES[@]}" 2> /dev/null &
+if [ -n "$PREVIOUS" ]; then
+  "$PREVIOUS" serve --bind "$PREV" --database-url "$WORK/bench.db" --access-log "${ACCESS_LOG:-false}" 2> "$WORK/previous.log" &
+  PREVIOUS_PID=$!
+  until curl -sf "http://$PREV/healthz" > /dev/null; do sleep 0.05; done
+fi
 until curl -sf "http://$BASE/bytes/${SIZES[0]}" > /dev/null; do sleep 0.05; done
 
 # wrk → "req/s p50_ms p99_ms"
@@ -82,23 +94,37 @@ median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 if [ "$RUNS" -gt 0 ]; then
 echo
-echo "| endpoint | body bytes | ours req/s | baseline req/s | throughput ratio | ours p50 / p99 ms | baseline p50 / p99 ms | p99 ratio |"
-echo "|---|---|---|---|---|---|---|---|"
+if [ -n "$PREVIOUS" ]; then
+  echo "| endpoint | body bytes | ours req/s | baseline req/s | throughput ratio | ours p50 / p99 ms | baseline p50 / p99 ms | p99 ratio | previous req/s | previous ratio | previous p99 ratio |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+else
+  echo "| endpoint | body bytes | ours req/s | baseline req/s | throughput ratio | ours p50 / p99 ms | baseline p50 / p99 ms | p99 ratio |"
+  echo "|---|---|---|---|---|---|---|---|"
+fi
 for i in "${!PATHS[@]}"; do
-  : > "$WORK/ours"; : > "$WORK/base"
+  : > "$WORK/ours"; : > "$WORK/base"; : > "$WORK/prev"
   for _ in $(seq 1 "$RUNS"); do
     measure "http://$OURS${PATHS[$i]}" >> "$WORK/ours"
+    [ -z "$PREVIOUS" ] || measure "http://$PREV${PATHS[$i]}" >> "$WORK/prev"
     measure "http://$BASE/bytes/${SIZES[$i]}" >> "$WORK/base"
   done
   o_rps=$(cut -d' ' -f1 "$WORK/ours" | median); b_rps=$(cut -d' ' -f1 "$WORK/base" | median)
   o_p50=$(cut -d' ' -f2 "$WORK/ours" | median); b_p50=$(cut -d' ' -f2 "$WORK/base" | median)
   o_p99=$(cut -d' ' -f3 "$WORK/ours" | median); b_p99=$(cut -d' ' -f3 "$WORK/base" | median)
-  printf "| %s | %s | %.0f | %.0f | %.2f | %.2f / %.2f | %.2f / %.2f | %.2f |\n" "${NAMES[$i]}" "${SIZES[$i]}" \
-    "$o_rps" "$b_rps" "$(echo "$o_rps / $b_rps" | bc -l)" "$o_p50" "$o_p99" "$b_p50" "$b_p99" "$(echo "$o_p99 / $b_p99" | bc -l)"
+  row=$(printf "| %s | %s | %.0f | %.0f | %.2f | %.2f / %.2f | %.2f / %.2f | %.2f |" "${NAMES[$i]}" "${SIZES[$i]}" \
+    "$o_rps" "$b_rps" "$(echo "$o_rps / $b_rps" | bc -l)" "$o_p50" "$o_p99" "$b_p50" "$b_p99" "$(echo "$o_p99 / $b_p99" | bc -l)")
+  if [ -n "$PREVIOUS" ]; then
+    p_rps=$(cut -d' ' -f1 "$WORK/prev" | median); p_p99=$(cut -d' ' -f3 "$WORK/prev" | median)
+    row="$row$(printf " %.0f | %.2f | %.2f |" "$p_rps" "$(echo "$p_rps / $b_rps" | bc -l)" "$(echo "$p_p99 / $b_p99" | bc -l)")"
+  fi
+  echo "$row"
 done
 echo
 echo "median of $RUNS alternating runs, wrk -t2 -c64 -d$DURATION, $(nproc) cores; serve RSS now: $(grep VmRSS /proc/$SERVER/status | awk '{print $2, $3}')"
 fi
+
+# The previous build would load the next version too: it stops here.
+[ -z "$PREVIOUS" ] || kill "$PREVIOUS_PID"
 
 # Applying a new data version while serving: a light load (wrk -t1 -c4) on
 # two snapshot endpoints while a full re-seed writes a new version (another

@@ -539,7 +539,7 @@ async fn a_saturated_database_gives_fast_503s_and_memory_served_data_keeps_flowi
     let app = spawn_app(backend).await;
     app.get_ok("/v1/networks").await; // caches the token
     let held: Vec<_> = (0..market_store::PoolOptions::default().max_size)
-        .map(|_| app.store.conn().unwrap())
+        .map(|_| app.store.raw_connection().unwrap())
         .collect();
     // markets and positions come from the in-memory snapshot (the token is still cached)
     app.get_ok(&format!("{NET}/markets/BTC/whale-positions"))

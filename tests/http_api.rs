@@ -1164,7 +1164,7 @@ async fn a_server_fault_is_a_generic_500_problem(backend: Backend) {
     let app = spawn_app(backend).await;
     // Break the candle table behind the app's back: reading it must fail cleanly.
     app.store
-        .conn()
+        .raw_connection()
         .unwrap()
         .batch_execute("ALTER TABLE candles RENAME TO candles_moved")
         .unwrap();

@@ -677,7 +677,11 @@ async fn the_first_scan_of_a_day_freezes_the_previous_day(backend: Backend) {
         Backend::Sqlite => "UPDATE snapshots SET observed_at = datetime(observed_at, '-1 day')",
         Backend::Postgres => "UPDATE snapshots SET observed_at = observed_at - interval '1 day'",
     };
-    app.store.conn().unwrap().batch_execute(sql).unwrap();
+    app.store
+        .raw_connection()
+        .unwrap()
+        .batch_execute(sql)
+        .unwrap();
     let report = scan(&app.store, &server, fast()).await.unwrap();
     assert_eq!(report.frozen_days, 13, "every asset's day is frozen");
     wait_for_version(&app, report.version).await;

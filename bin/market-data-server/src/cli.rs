@@ -323,11 +323,11 @@ fn create_token(
 }
 
 fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
-    let state = AppState::new(store).context("loading the served data")?;
+    let state = AppState::with_page_cache(store, args.page_cache_mb << 20)
+        .context("loading the served data")?;
     // After the first load (which runs fastest with glibc's defaults) and
     // before serving.
-    crate::state::tune_allocator();
-    state.set_page_cache_capacity(args.page_cache_mb << 20);
+    crate::platform::tune_allocator();
     state.spawn_reloader();
     state.spawn_usage_flusher();
     let listener =
@@ -492,12 +492,14 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Scan {
             info_url,
             wallets,
-            once: _,
+            once,
             every,
             stale_after,
             tuning,
             db,
         } => {
+            // One scan with `--once` or without `--every` (clap keeps them apart).
+            let every = every.filter(|_| !once);
             let store = open_store(&db, 2)?;
             let list = read_wallets(&wallets)?;
             let cfg = tuning.config(stale_after);

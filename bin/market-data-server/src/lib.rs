@@ -7,6 +7,7 @@ pub mod error;
 pub mod http;
 pub mod middleware;
 pub mod openapi;
+pub mod platform;
 pub mod routes;
 pub mod seed;
 pub mod state;

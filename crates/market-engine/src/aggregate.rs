@@ -12,7 +12,6 @@ use time::{Date, OffsetDateTime};
 
 use crate::buckets::{bucket_index, bucket_of_index, bucket_price, bucket_size_for_price};
 use crate::fixed::{Fixed, Sum};
-use crate::symbols::{alias_of, canonical_of};
 
 /// Exchange quote context of one asset, as read from the source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -406,19 +405,16 @@ pub fn liquidity_day(
     updated_at: OffsetDateTime,
     levels: Vec<Level>,
 ) -> LiquidityDay {
-    LiquidityDay {
+    LiquidityDay::new(
         date,
-        network: network.to_owned(),
-        canonical_asset: canonical_of(symbol).to_owned(),
-        network_asset_symbol: symbol.to_owned(),
-        asset_alias: alias_of(symbol),
+        network,
+        symbol,
         coverage,
         bucket_size,
-        bucket_method: "nearest".to_owned(),
         updated_at,
-        totals: totals_of(&levels),
+        totals_of(&levels),
         levels,
-    }
+    )
 }
 
 /// Map for the string-keyed lookups of [`materialize`]: the keys are the
@@ -439,6 +435,7 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 ///
 /// When `order` is not a permutation of the indices of `items` (checked
 /// before anything moves).
+#[allow(unsafe_code)] // the one unsafe block of the engine; SAFETY below
 fn permute_in_place<T>(items: &mut [T], order: &mut [u32]) {
     assert_eq!(items.len(), order.len(), "one index per item");
     let mut seen = vec![false; order.len()];

@@ -387,6 +387,40 @@ pub struct LiquidityDay {
     pub levels: Vec<Level>,
 }
 
+impl LiquidityDay {
+    /// How positions are assigned to buckets: to the bucket whose price is
+    /// nearest to their liquidation price.
+    pub const BUCKET_METHOD: &'static str = "nearest";
+
+    /// A day of `symbol` on `network`: the canonical symbol and the alias
+    /// follow from the symbol, and the bucket method is [`Self::BUCKET_METHOD`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        date: Date,
+        network: &str,
+        symbol: &str,
+        coverage: Coverage,
+        bucket_size: Decimal,
+        updated_at: OffsetDateTime,
+        totals: LiquidityTotals,
+        levels: Vec<Level>,
+    ) -> LiquidityDay {
+        LiquidityDay {
+            date,
+            network: network.to_owned(),
+            canonical_asset: crate::symbol::canonical_of(symbol).to_owned(),
+            network_asset_symbol: symbol.to_owned(),
+            asset_alias: crate::symbol::alias_of(symbol),
+            coverage,
+            bucket_size,
+            bucket_method: Self::BUCKET_METHOD.to_owned(),
+            updated_at,
+            totals,
+            levels,
+        }
+    }
+}
+
 /// Response of `GET /networks/{network}/liquidity-levels`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

@@ -413,7 +413,8 @@ impl MarketsPart {
             .collect();
         let mut by_canonical: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, m) in markets.iter().enumerate() {
-            if let Some((_, coin)) = m.symbol.split_once(':') {
+            if market_model::symbol::dex_of(&m.symbol).is_some() {
+                let coin = market_model::symbol::canonical_of(&m.symbol);
                 by_canonical.entry(coin.to_owned()).or_default().push(i);
             }
         }

@@ -4,9 +4,8 @@ use std::collections::HashMap;
 use std::str::FromStr;
 
 use market_model::{
-    symbol, Candle, Coverage, Decimal, Direction, Kol, KolProfile, Level, LiquidityDay,
-    LiquidityTotals, Market, MarketPosition, SideTotal, SizeClass, Strategy, Wallet,
-    WalletDirection,
+    Candle, Coverage, Decimal, Direction, Kol, KolProfile, Level, LiquidityDay, LiquidityTotals,
+    Market, MarketPosition, SideTotal, SizeClass, Strategy, Wallet, WalletDirection,
 };
 
 use crate::rows::*;
@@ -233,13 +232,6 @@ fn sort_levels(levels: &mut [Level]) {
     });
 }
 
-fn alias(symbol: &str) -> (String, String) {
-    (
-        symbol::canonical_of(symbol).to_owned(),
-        symbol::alias_of(symbol),
-    )
-}
-
 /// A wallet row as the model's wallet.
 pub(crate) fn wallet_from(r: WalletRow) -> Result<Wallet, StoreError> {
     Ok(Wallet {
@@ -378,20 +370,16 @@ pub(crate) fn assemble_snapshot<P>(
         .map(|(m, bucket_size)| {
             let mut levels = levels_by_symbol.remove(&m.symbol).unwrap_or_default();
             sort_levels(&mut levels);
-            let (canonical_asset, asset_alias) = alias(&m.symbol);
-            LiquidityDay {
-                date: meta.observed_at.date(),
-                network: market_model::NETWORK_ID.to_owned(),
-                canonical_asset,
-                network_asset_symbol: m.symbol.clone(),
-                asset_alias,
-                coverage: Coverage::Current,
+            LiquidityDay::new(
+                meta.observed_at.date(),
+                market_model::NETWORK_ID,
+                &m.symbol,
+                Coverage::Current,
                 bucket_size,
-                bucket_method: "nearest".to_owned(),
-                updated_at: meta.observed_at,
-                totals: LiquidityTotals::of(&levels),
+                meta.observed_at,
+                LiquidityTotals::of(&levels),
                 levels,
-            }
+            )
         })
         .collect();
 
@@ -428,29 +416,26 @@ pub(crate) fn assemble_history(
                 .remove(&(d.date, d.symbol.clone()))
                 .unwrap_or_default();
             sort_levels(&mut levels);
-            let (canonical_asset, asset_alias) = alias(&d.symbol);
-            Ok(LiquidityDay {
-                date: d.date,
-                network: network.to_owned(),
-                canonical_asset,
-                asset_alias,
-                coverage: parse::<Coverage>("coverage", &d.coverage)?,
-                bucket_size: dec(d.bucket_size),
-                bucket_method: "nearest".to_owned(),
-                updated_at: from_db_time(d.updated_at),
-                totals: LiquidityTotals {
-                    long: SideTotal {
-                        position_count: d.long_count.max(0) as u64,
-                        total_amount_usd: dec(d.long_usd),
-                    },
-                    short: SideTotal {
-                        position_count: d.short_count.max(0) as u64,
-                        total_amount_usd: dec(d.short_usd),
-                    },
+            let totals = LiquidityTotals {
+                long: SideTotal {
+                    position_count: d.long_count.max(0) as u64,
+                    total_amount_usd: dec(d.long_usd),
                 },
-                network_asset_symbol: d.symbol,
+                short: SideTotal {
+                    position_count: d.short_count.max(0) as u64,
+                    total_amount_usd: dec(d.short_usd),
+                },
+            };
+            Ok(LiquidityDay::new(
+                d.date,
+                network,
+                &d.symbol,
+                parse::<Coverage>("coverage", &d.coverage)?,
+                dec(d.bucket_size),
+                from_db_time(d.updated_at),
+                totals,
                 levels,
-            })
+            ))
         })
         .collect()
 }

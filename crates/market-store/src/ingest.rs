@@ -204,7 +204,6 @@ pub(crate) fn write_days_and_candles(
         conn,
         liquidity_days::table,
         &day_rows,
-        9,
         "frozen days",
         progress
     );
@@ -212,7 +211,6 @@ pub(crate) fn write_days_and_candles(
         conn,
         liquidity_levels::table,
         &level_rows,
-        8,
         "frozen levels",
         progress
     );
@@ -229,7 +227,7 @@ pub(crate) fn write_days_and_candles(
         .execute(conn)?;
     }
     let candle_rows: Vec<_> = batches.iter().flat_map(candle_rows).collect();
-    insert_chunked!(conn, candles::table, &candle_rows, 9, "candles", progress);
+    insert_chunked!(conn, candles::table, &candle_rows, "candles", progress);
     Ok(())
 }
 
@@ -263,7 +261,6 @@ pub(crate) fn insert_wallet_states(
         conn,
         scanned_wallets::table,
         &states,
-        12,
         "wallet states",
         progress
     );
@@ -293,7 +290,6 @@ pub(crate) fn insert_tracked(
         conn,
         tracked_positions::table,
         &rows,
-        6,
         "tracked positions",
         progress
     );

@@ -209,12 +209,46 @@ pub type Progress<'a> = &'a mut dyn FnMut(&str, usize, usize);
 /// How many bind parameters one INSERT may carry (SQLite's limit is 32766, PostgreSQL's 65535).
 pub(crate) const MAX_BINDS: usize = 30_000;
 
+/// The number of columns of a table, read from its schema: the length of
+/// the column tuple `table!` declares, so no batch size is counted by hand.
+pub(crate) trait ColumnCount {
+    /// Columns in the tuple.
+    const COUNT: usize;
+}
+
+macro_rules! column_counts {
+    () => {};
+    ($head:ident $(, $tail:ident)*) => {
+        impl<$head $(, $tail)*> ColumnCount for ($head, $($tail,)*) {
+            const COUNT: usize = 1 + <[()]>::len(&[$(column_counts!(@unit $tail)),*]);
+        }
+        column_counts!($($tail),*);
+    };
+    (@unit $t:ident) => { () };
+}
+
+column_counts!(
+    C1, C2, C3, C4, C5, C6, C7, C8, C9, C10, C11, C12, C13, C14, C15, C16, C17, C18, C19, C20, C21,
+    C22, C23, C24, C25, C26, C27, C28, C29, C30, C31, C32
+);
+
+/// The columns of `table` (a `table!` path like `candles::table`).
+pub(crate) const fn columns_of<T: diesel::Table>() -> usize
+where
+    T::AllColumns: ColumnCount,
+{
+    <T::AllColumns as ColumnCount>::COUNT
+}
+
+/// Inserts `rows` into `table` in multi-row INSERTs of at most
+/// [`MAX_BINDS`] parameters (at most one per column of the table per row).
 macro_rules! insert_chunked {
-    ($conn:expr, $table:path, $rows:expr, $cols:expr, $stage:expr, $progress:expr) => {{
+    ($conn:expr, $table:path, $rows:expr, $stage:expr, $progress:expr) => {{
         let rows = $rows;
         let total = rows.len();
         let mut done = 0usize;
-        for chunk in rows.chunks((MAX_BINDS / $cols).max(1)) {
+        let per_chunk = (MAX_BINDS / $crate::columns_of::<$table>()).max(1);
+        for chunk in rows.chunks(per_chunk) {
             // Multi-row INSERTs are not available through MultiConnection's
             // backend, so this is the one place that branches per backend.
             match &mut *$conn {
@@ -265,10 +299,18 @@ impl Store {
     }
 
     /// A pooled connection, or [`StoreError::Unavailable`] after the pool timeout.
-    pub fn conn(&self) -> Result<r2d2::PooledConnection<ConnectionManager>, StoreError> {
+    pub(crate) fn conn(&self) -> Result<r2d2::PooledConnection<ConnectionManager>, StoreError> {
         self.pool
             .get()
             .map_err(|e| StoreError::Unavailable(e.to_string()))
+    }
+
+    /// A raw pooled connection, for tests that corrupt or lock the database
+    /// on purpose (feature `test-support`); the service itself goes through
+    /// the repository's queries only.
+    #[cfg(feature = "test-support")]
+    pub fn raw_connection(&self) -> Result<r2d2::PooledConnection<ConnectionManager>, StoreError> {
+        self.conn()
     }
 
     /// Runs pending migrations; returns how many ran.
@@ -648,7 +690,6 @@ impl Store {
                 conn,
                 liquidity_days::table,
                 &day_rows,
-                9,
                 "liquidity days",
                 progress
             );
@@ -656,12 +697,11 @@ impl Store {
                 conn,
                 liquidity_levels::table,
                 &level_rows,
-                8,
                 "liquidity levels",
                 progress
             );
             let candle_rows: Vec<CandleRow> = data.candles.iter().flat_map(candle_rows).collect();
-            insert_chunked!(conn, candles::table, &candle_rows, 9, "candles", progress);
+            insert_chunked!(conn, candles::table, &candle_rows, "candles", progress);
             Ok(version)
         })
     }
@@ -814,7 +854,7 @@ pub(crate) fn insert_version(
         })
         .execute(conn)?;
     let market_rows = market_rows(version, head.markets, head.current_days);
-    insert_chunked!(conn, markets::table, &market_rows, 14, "markets", progress);
+    insert_chunked!(conn, markets::table, &market_rows, "markets", progress);
     let level_rows: Vec<CurrentLevelRow> = head
         .current_days
         .iter()
@@ -824,7 +864,6 @@ pub(crate) fn insert_version(
         conn,
         current_levels::table,
         &level_rows,
-        8,
         "current levels",
         progress
     );
@@ -840,14 +879,13 @@ pub(crate) fn insert_wallet_rows(
     progress: Progress<'_>,
 ) -> Result<(), StoreError> {
     let wallet_rows: Vec<WalletRow> = wallets.iter().map(|w| wallet_row(version, w)).collect();
-    insert_chunked!(conn, wallets::table, &wallet_rows, 20, "wallets", progress);
+    insert_chunked!(conn, wallets::table, &wallet_rows, "wallets", progress);
     let position_rows: Vec<PositionRow> =
         positions.iter().map(|p| position_row(version, p)).collect();
     insert_chunked!(
         conn,
         positions::table,
         &position_rows,
-        15,
         "positions",
         progress
     );

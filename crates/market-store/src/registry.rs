@@ -303,7 +303,6 @@ fn upsert_registry(conn: &mut DbConnection, entries: &[RegistryEntry]) -> Result
             conn,
             wallet_registry::table,
             &rows,
-            13,
             "registry",
             &mut |_, _, _| {}
         );

@@ -729,3 +729,14 @@ fn the_registry_round_trips_and_upserts() {
         assert_eq!(store.registry_len().unwrap(), 2);
     }
 }
+
+#[test]
+fn batch_sizes_follow_the_schema() {
+    use crate::schema::*;
+    // The tables' widths: an upper bound of each inserted row's parameters
+    // (the wallet rows leave out one column of the 21).
+    assert_eq!(crate::columns_of::<candles::table>(), 9);
+    assert_eq!(crate::columns_of::<markets::table>(), 14);
+    assert_eq!(crate::columns_of::<wallets::table>(), 21);
+    assert_eq!(crate::columns_of::<wallet_registry::table>(), 13);
+}

@@ -1,0 +1,111 @@
+//! Shared state, by concern: the served snapshot and its reloader
+//! (`reload`), the rendered-page cache (`pages`), the token cache
+//! (`tokens`) and token usage (`usage`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use market_engine::Materialized;
+use market_snapshot::Snapshot;
+use market_store::{Store, StoreError, TokenRecord};
+use time::OffsetDateTime;
+
+mod pages;
+mod reload;
+mod tokens;
+mod usage;
+
+pub use pages::{PageCache, PAGE_CACHE_BYTES};
+pub use reload::RELOAD_INTERVAL;
+pub use tokens::{TokenCache, TOKEN_CACHE_TTL};
+pub use usage::{UsageBuffer, UsageEndpoint, USAGE_FLUSH_INTERVAL};
+
+/// State shared by all workers.
+pub struct AppState {
+    /// The repository.
+    pub store: Store,
+    snapshot: ArcSwap<Snapshot>,
+    tokens: TokenCache,
+    usage: Mutex<UsageBuffer>,
+    pages: PageCache,
+    /// Data versions served by applying their changes, and by loading them whole.
+    reloads: [AtomicU64; 2],
+}
+
+fn empty_snapshot() -> Snapshot {
+    Snapshot::build(
+        0,
+        Materialized {
+            observed_at: OffsetDateTime::UNIX_EPOCH,
+            markets: Vec::new(),
+            wallets: Vec::new(),
+            positions: Vec::new(),
+            current_days: Vec::new(),
+            freshness: None,
+        },
+    )
+}
+
+impl AppState {
+    /// State over `store`, with the newest data version loaded and the
+    /// default page cache.
+    pub fn new(store: Store) -> Result<Arc<AppState>, StoreError> {
+        AppState::with_page_cache(store, PAGE_CACHE_BYTES)
+    }
+
+    /// State over `store` with a page cache of `page_cache_bytes` (0
+    /// disables it), with the newest data version loaded.
+    pub fn with_page_cache(
+        store: Store,
+        page_cache_bytes: usize,
+    ) -> Result<Arc<AppState>, StoreError> {
+        let state = Arc::new(AppState {
+            store,
+            snapshot: ArcSwap::from_pointee(empty_snapshot()),
+            tokens: TokenCache::default(),
+            usage: Mutex::new(UsageBuffer::default()),
+            pages: PageCache::new(page_cache_bytes),
+            reloads: Default::default(),
+        });
+        state.reload()?;
+        Ok(state)
+    }
+
+    /// The snapshot being served. Handlers take it once per request, so one
+    /// response never mixes two versions.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// How many data versions this server applied as changes, and how many
+    /// it loaded whole, since it started.
+    pub fn reloads(&self) -> (u64, u64) {
+        let [applied, whole] = &self.reloads;
+        (
+            applied.load(Ordering::Relaxed),
+            whole.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The page `key` of `version`: from the cache, or rendered by `render`
+    /// (once for concurrent requests) and cached.
+    pub async fn page<E, F>(&self, version: i64, key: &str, render: F) -> Result<Bytes, E>
+    where
+        E: Clone + Send + Sync + 'static,
+        F: std::future::Future<Output = Result<Bytes, E>>,
+    {
+        self.pages.get_or_render(version, key, render).await
+    }
+
+    /// A cached token record, if verified less than [`TOKEN_CACHE_TTL`] ago.
+    pub fn cached_token(&self, hash: &str) -> Option<Arc<TokenRecord>> {
+        self.tokens.get(hash)
+    }
+
+    /// Caches a verified token record.
+    pub fn cache_token(&self, hash: String, record: Arc<TokenRecord>) {
+        self.tokens.insert(hash, record);
+    }
+}
