@@ -66,6 +66,7 @@ pub fn parse_query<T: DeserializeOwned + IntoParams>(query: &str) -> Result<T, Q
     .map_err(|e| match e {
         DeError::Missing(name) => QueryError::param(name, missing_reason::<T>(name)),
         DeError::Param { name, reason } => QueryError::param(&name, reason),
+        DeError::Probed => unreachable!("only the field probe stops this way"),
     })
 }
 
@@ -105,6 +106,8 @@ pub fn field_names<T: DeserializeOwned>() -> &'static [&'static str] {
 enum DeError {
     /// A required parameter is absent.
     Missing(&'static str),
+    /// The field probe stopped (no allocation: it runs on every request).
+    Probed,
     /// A value was rejected (`name` is empty until the map access names it).
     Param { name: String, reason: String },
 }
@@ -112,6 +115,7 @@ enum DeError {
 impl fmt::Display for DeError {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self {
+            DeError::Probed => f.write_str("field names read"),
             DeError::Missing(n) => write!(f, "`{n}` is required"),
             DeError::Param { name, reason } => write!(f, "`{name}` {reason}"),
         }
@@ -138,7 +142,7 @@ struct FieldsProbe<'a>(&'a mut &'static [&'static str]);
 impl<'de> de::Deserializer<'de> for FieldsProbe<'_> {
     type Error = DeError;
     fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, DeError> {
-        Err(de::Error::custom("not a struct"))
+        Err(DeError::Probed)
     }
     fn deserialize_struct<V: Visitor<'de>>(
         self,
@@ -147,7 +151,7 @@ impl<'de> de::Deserializer<'de> for FieldsProbe<'_> {
         _visitor: V,
     ) -> Result<V::Value, DeError> {
         *self.0 = fields;
-        Err(de::Error::custom("probed"))
+        Err(DeError::Probed)
     }
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
