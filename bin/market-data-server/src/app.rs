@@ -9,9 +9,9 @@ use actix_web::{web, App, HttpServer};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::error::ApiError;
-use crate::middleware::{guard_api, method_not_allowed, not_found, request_context};
+use crate::middleware::{guard_api, not_found, request_context};
 use crate::openapi::{self, PREFIXES};
-use crate::routes;
+use crate::routes::{Endpoint, Mount, ENDPOINTS};
 use crate::state::AppState;
 
 /// The route pattern of a resource under the API prefix, kept as resource
@@ -24,70 +24,69 @@ pub struct RoutePattern(pub &'static str);
 #[derive(Clone, Copy, Debug)]
 pub struct ApiPrefix(pub &'static str);
 
-/// A GET/HEAD resource; other methods get 405. `$pattern` is the full route
-/// pattern under the prefix (for usage), `$path` the part under its scope.
-macro_rules! get_resource {
-    ($pattern:expr, $path:expr, $handler:path) => {
-        web::resource($path)
-            .app_data(RoutePattern($pattern))
-            .route(web::get().to($handler))
-            .route(web::head().to($handler))
-            .default_service(web::to(method_not_allowed))
-    };
-    ($path:expr, $handler:path) => {
-        get_resource!($path, $path, $handler)
-    };
+/// A scope of the route tree: the resources directly under it, then its
+/// nested scopes, in table order.
+#[derive(Default)]
+struct Node {
+    resources: Vec<(&'static str, &'static Endpoint)>,
+    scopes: Vec<(&'static str, Node)>,
 }
 
-/// The read API under one prefix.
-///
-/// Nested scopes keep routing cheap: actix-web matches every pattern with a
-/// dynamic segment by a regex, one resource after another, so a flat list
-/// ran up to seven regexes per request. Here `/networks/{network}` and
-/// `/markets/{asset}` are matched once each and the rest are static suffixes.
-fn api(cfg: &mut web::ServiceConfig) {
-    cfg.service(get_resource!("/networks", routes::list_networks))
-        .service(
-            web::scope("/networks/{network}")
-                .service(get_resource!(
-                    "/networks/{network}/markets",
-                    "/markets",
-                    routes::list_markets
-                ))
-                .service(get_resource!(
-                    "/networks/{network}/wallets",
-                    "/wallets",
-                    routes::list_wallets
-                ))
-                .service(get_resource!(
-                    "/networks/{network}/coverage",
-                    "/coverage",
-                    routes::get_coverage
-                ))
-                .service(get_resource!(
-                    "/networks/{network}/liquidity-levels",
-                    "/liquidity-levels",
-                    routes::list_liquidity_levels
-                ))
-                .service(
-                    web::scope("/markets/{asset}")
-                        .service(get_resource!(
-                            "/networks/{network}/markets/{asset}",
-                            "",
-                            routes::get_market
-                        ))
-                        .service(get_resource!(
-                            "/networks/{network}/markets/{asset}/whale-positions",
-                            "/whale-positions",
-                            routes::list_positions
-                        ))
-                        .service(get_resource!(
-                            "/networks/{network}/markets/{asset}/candles",
-                            "/candles",
-                            routes::list_candles
-                        )),
-                ),
-        );
+impl Node {
+    /// Files `endpoint` under the scopes its pattern nests in.
+    ///
+    /// Nested scopes keep routing cheap: actix-web matches every pattern with
+    /// a dynamic segment by a regex, one resource after another, so a flat
+    /// list ran up to seven regexes per request. A pattern is cut after each
+    /// dynamic segment (`/networks/{network}` + `/markets/{asset}` +
+    /// `/candles`): each cut but the last is a scope, matched once for all
+    /// the resources under it, and the rest are static suffixes.
+    fn insert(&mut self, endpoint: &'static Endpoint) {
+        let pattern = endpoint.pattern.as_str();
+        let mut node = self;
+        let mut start = 0;
+        for (end, _) in pattern.match_indices('}') {
+            let scope = &pattern[start..=end];
+            start = end + 1;
+            assert!(
+                pattern[start..].is_empty() || pattern[start..].starts_with('/'),
+                "{pattern}: a dynamic segment ends its path segment"
+            );
+            let at = match node.scopes.iter().position(|(path, _)| *path == scope) {
+                Some(at) => at,
+                None => {
+                    node.scopes.push((scope, Node::default()));
+                    node.scopes.len() - 1
+                }
+            };
+            node = &mut node.scopes[at].1;
+        }
+        node.resources.push((&pattern[start..], endpoint));
+    }
+
+    fn mount(self, cfg: &mut web::ServiceConfig) {
+        for (path, endpoint) in self.resources {
+            cfg.service(
+                endpoint
+                    .resource(path)
+                    .app_data(RoutePattern(&endpoint.pattern)),
+            );
+        }
+        for (path, node) in self.scopes {
+            cfg.service(web::scope(path).configure(|cfg| node.mount(cfg)));
+        }
+    }
+}
+
+/// Mounts the table's endpoints served at `mount`.
+fn mount(mount: Mount) -> impl FnOnce(&mut web::ServiceConfig) {
+    move |cfg| {
+        let mut root = Node::default();
+        for endpoint in ENDPOINTS.iter().filter(|e| e.mount == mount) {
+            root.insert(endpoint);
+        }
+        root.mount(cfg);
+    }
 }
 
 fn path_error(err: actix_web::error::PathError, _req: &actix_web::HttpRequest) -> actix_web::Error {
@@ -100,8 +99,7 @@ pub fn configure(state: Arc<AppState>) -> impl FnOnce(&mut web::ServiceConfig) +
         let doc = openapi::document();
         cfg.app_data(web::Data::from(state))
             .app_data(web::PathConfig::default().error_handler(path_error))
-            .service(get_resource!("/healthz", routes::healthz))
-            .service(get_resource!("/readyz", routes::readyz));
+            .configure(mount(Mount::Root));
         // The API before Swagger UI, whose `{_:.*}` pattern is a regex every
         // request would otherwise try first.
         for prefix in PREFIXES {
@@ -109,7 +107,7 @@ pub fn configure(state: Arc<AppState>) -> impl FnOnce(&mut web::ServiceConfig) +
                 web::scope(prefix)
                     .app_data(ApiPrefix(prefix))
                     .wrap(from_fn(guard_api))
-                    .configure(api)
+                    .configure(mount(Mount::Api))
                     .default_service(web::to(not_found)),
             );
         }

@@ -9,7 +9,7 @@ use utoipa::openapi::{
 use utoipa::{Modify, OpenApi};
 
 use crate::error::{ApiError, InvalidParam, Problem, ProblemKind, PROBLEM_JSON};
-use crate::routes;
+use crate::routes::{Mount, ENDPOINTS};
 
 /// Both path prefixes serve identical answers.
 pub const PREFIXES: [&str; 2] = ["/v1", "/api/developer/v1"];
@@ -36,18 +36,6 @@ impl Modify for SecurityAddon {
         description = "Read-only market snapshots, scanned-wallet positions, wallet listings, daily liquidation-level maps and candles of a Hyperliquid-style perpetual-futures exchange.\n\nEvery `/v1` path is also served under `/api/developer/v1` with identical answers. Decimals are JSON strings in plain notation; timestamps are RFC 3339 UTC ending in `Z`; counts are integers. Errors are RFC 9457 problem details (`application/problem+json`).",
         version = env!("CARGO_PKG_VERSION"),
         license(name = "MIT OR Apache-2.0")
-    ),
-    paths(
-        routes::networks::list_networks,
-        routes::markets::list_markets,
-        routes::markets::get_market,
-        routes::markets::list_positions,
-        routes::wallets::list_wallets,
-        routes::liquidity::list_liquidity_levels,
-        routes::markets::list_candles,
-        routes::networks::get_coverage,
-        routes::health::healthz,
-        routes::health::readyz,
     ),
     components(schemas(Problem, InvalidParam)),
     modifiers(&SecurityAddon),
@@ -161,23 +149,6 @@ fn add_freshness(doc: &mut OpenApiDoc) {
     }
 }
 
-/// Realistic 200 bodies, captured from the demo dataset (`openapi/examples/`).
-fn success_example(operation: &str) -> Option<&'static str> {
-    Some(match operation {
-        "listNetworks" => include_str!("../../../openapi/examples/networks.json"),
-        "listMarkets" => include_str!("../../../openapi/examples/markets.json"),
-        "getMarket" => include_str!("../../../openapi/examples/market.json"),
-        "listMarketPositions" => include_str!("../../../openapi/examples/positions.json"),
-        "listWallets" => include_str!("../../../openapi/examples/wallets.json"),
-        "listLiquidityLevels" => include_str!("../../../openapi/examples/liquidity-levels.json"),
-        "listCandles" => include_str!("../../../openapi/examples/candles.json"),
-        "getCoverage" => include_str!("../../../openapi/examples/coverage.json"),
-        "healthz" => r#"{"status":"ok"}"#,
-        "readyz" => r#"{"status":"ready"}"#,
-        _ => return None,
-    })
-}
-
 fn problem_example(status: &str, path: &str) -> Value {
     let (kind, detail) = match status {
         "400" => (ProblemKind::InvalidParameter, ""),
@@ -203,34 +174,37 @@ fn problem_example(status: &str, path: &str) -> Value {
     serde_json::to_value(problem).expect("problems serialize")
 }
 
-fn set_examples(doc: &mut OpenApiDoc) {
+/// An example problem on every problem response (the 200 examples are in
+/// the handlers' attributes).
+fn set_problem_examples(doc: &mut OpenApiDoc) {
     for (path, item) in doc.paths.paths.iter_mut() {
         for op in [&mut item.get, &mut item.head].into_iter().flatten() {
-            let id = op.operation_id.clone().unwrap_or_default();
             for (status, response) in op.responses.responses.iter_mut() {
                 let RefOr::T(response) = response else {
                     continue;
                 };
-                for (media, content) in response.content.iter_mut() {
-                    content.example = if media == PROBLEM_JSON {
-                        Some(problem_example(status, path))
-                    } else {
-                        success_example(&id)
-                            .map(|e| serde_json::from_str(e).expect("examples are JSON"))
-                    };
+                if let Some(content) = response.content.get_mut(PROBLEM_JSON) {
+                    content.example = Some(problem_example(status, path));
                 }
             }
         }
     }
 }
 
-/// The complete document: every `/v1` operation duplicated under `/api/developer/v1`
+/// The complete document: the route table's operations (API ones under
+/// `/v1`), then every `/v1` operation duplicated under `/api/developer/v1`
 /// with its own `operationId` (suffixed `Developer`).
 pub fn document() -> OpenApiDoc {
     let mut doc = ApiDoc::openapi();
+    for endpoint in ENDPOINTS.iter() {
+        doc = match endpoint.mount {
+            Mount::Api => doc.nest(PREFIXES[0], endpoint.doc.clone()),
+            Mount::Root => doc.merge_from(endpoint.doc.clone()),
+        };
+    }
     add_common_responses(&mut doc);
     add_freshness(&mut doc);
-    set_examples(&mut doc);
+    set_problem_examples(&mut doc);
     let v1: Vec<(String, PathItem)> = doc
         .paths
         .paths

@@ -13,7 +13,7 @@ type Data = web::Data<AppState>;
 ///
 /// Answers 200 whenever the process can serve HTTP; it does not touch the database. No API key.
 #[utoipa::path(get, path = "/healthz", operation_id = "healthz", tag = "health",
-    responses((status = 200, description = "The process is alive.", body = Health)))]
+    responses((status = 200, description = "The process is alive.", body = Health, example = json!({"status": "ok"}))))]
 pub async fn healthz() -> HttpResponse {
     json(&Health {
         status: "ok".into(),
@@ -25,7 +25,7 @@ pub async fn healthz() -> HttpResponse {
 /// Answers 200 when a pooled database connection runs `SELECT 1`, and 503 (after at most about 2 s) when it cannot. No API key.
 #[utoipa::path(get, path = "/readyz", operation_id = "readyz", tag = "health",
     responses(
-        (status = 200, description = "The database is reachable.", body = Health),
+        (status = 200, description = "The database is reachable.", body = Health, example = json!({"status": "ready"})),
         (status = 503, description = "The database is unreachable.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn readyz(state: Data) -> Result<HttpResponse, ApiError> {

@@ -19,12 +19,12 @@ type Data = web::Data<AppState>;
 /// snapshots (coverage `end_of_day`). The window is at most 90 calendar days (toDate − fromDate ≤ 89 days).
 #[utoipa::path(
     get,
-    path = "/v1/networks/{network}/liquidity-levels",
+    path = "/networks/{network}/liquidity-levels",
     operation_id = "listLiquidityLevels",
     tag = "liquidity",
     params(NetworkPath, LiquidityQuery),
     responses(
-        (status = 200, description = "A page of liquidity days.", body = LiquidityLevelsList),
+        (status = 200, description = "A page of liquidity days.", body = LiquidityLevelsList, example = json!(example!("liquidity-levels.json"))),
         (status = 400, description = "Missing or bad dates, a window over 90 days, bad limit or cursor, or unknown parameter.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
     ),

@@ -20,12 +20,12 @@ type Data = web::Data<AppState>;
 /// descending (this is not an error). Ties are broken by symbol ascending.
 #[utoipa::path(
     get,
-    path = "/v1/networks/{network}/markets",
+    path = "/networks/{network}/markets",
     operation_id = "listMarkets",
     tag = "markets",
     params(NetworkPath, MarketsQuery),
     responses(
-        (status = 200, description = "All markets.", body = MarketList),
+        (status = 200, description = "All markets.", body = MarketList, example = json!(example!("markets.json"))),
         (status = 400, description = "Unknown sort key or query parameter.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network.", body = Problem, content_type = "application/problem+json"),
     ),
@@ -54,12 +54,12 @@ pub async fn list_markets(
 /// HIP-3 asset listed by exactly one dex (`TSLA` → `xyz:TSLA`).
 #[utoipa::path(
     get,
-    path = "/v1/networks/{network}/markets/{asset}",
+    path = "/networks/{network}/markets/{asset}",
     operation_id = "getMarket",
     tag = "markets",
     params(MarketPath, NoQuery),
     responses(
-        (status = 200, description = "The market.", body = market_model::Market),
+        (status = 200, description = "The market.", body = market_model::Market, example = json!(example!("market.json"))),
         (status = 400, description = "A query parameter was given (this endpoint takes none).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
     ),
@@ -88,12 +88,12 @@ pub async fn get_market(
 /// Keyset-paged: pass `nextCursor` back as `cursor` with the same `direction`.
 #[utoipa::path(
     get,
-    path = "/v1/networks/{network}/markets/{asset}/whale-positions",
+    path = "/networks/{network}/markets/{asset}/whale-positions",
     operation_id = "listMarketPositions",
     tag = "positions",
     params(MarketPath, PositionsQuery),
     responses(
-        (status = 200, description = "A page of positions.", body = PositionList),
+        (status = 200, description = "A page of positions.", body = PositionList, example = json!(example!("positions.json"))),
         (status = 400, description = "Bad direction, limit, cursor or unknown parameter.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
     ),
@@ -120,12 +120,12 @@ pub async fn list_positions(
 /// month). The demo data stores `1h` for 90 days and `1m` for the last 24 hours.
 #[utoipa::path(
     get,
-    path = "/v1/networks/{network}/markets/{asset}/candles",
+    path = "/networks/{network}/markets/{asset}/candles",
     operation_id = "listCandles",
     tag = "candles",
     params(MarketPath, CandlesQuery),
     responses(
-        (status = 200, description = "Candles.", body = CandleSeries),
+        (status = 200, description = "Candles.", body = CandleSeries, example = json!(example!("candles.json"))),
         (status = 400, description = "Missing or unknown interval, bad instant, limit or cursor, or unknown parameter.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
     ),

@@ -16,11 +16,11 @@ type Data = web::Data<AppState>;
 /// Lists the source networks the service serves (one: `perpnet`). Also a cheap way to check that a key works.
 #[utoipa::path(
     get,
-    path = "/v1/networks",
+    path = "/networks",
     operation_id = "listNetworks",
     tag = "networks",
     responses(
-        (status = 200, description = "The networks (never paged; `nextCursor` is always null).", body = NetworkList),
+        (status = 200, description = "The networks (never paged; `nextCursor` is always null).", body = NetworkList, example = json!(example!("networks.json"))),
         (status = 400, description = "A query parameter was given (this endpoint takes none).", body = Problem, content_type = "application/problem+json"),
     ),
     security(("apiKey" = []))
@@ -58,12 +58,12 @@ pub async fn list_networks(
 /// once per data version; ages are as of `asOf`, the version's publish time.
 #[utoipa::path(
     get,
-    path = "/v1/networks/{network}/coverage",
+    path = "/networks/{network}/coverage",
     operation_id = "getCoverage",
     tag = "coverage",
     params(NetworkPath, NoQuery),
     responses(
-        (status = 200, description = "The coverage report of the served data version.", body = NetworkCoverage),
+        (status = 200, description = "The coverage report of the served data version.", body = NetworkCoverage, example = json!(example!("coverage.json"))),
         (status = 400, description = "A query parameter was given (this endpoint takes none).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network.", body = Problem, content_type = "application/problem+json"),
     ),

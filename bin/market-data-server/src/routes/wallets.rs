@@ -20,12 +20,12 @@ type Data = web::Data<AppState>;
 /// `cursor` with the same `size`, `direction`, `sort` and `order`.
 #[utoipa::path(
     get,
-    path = "/v1/networks/{network}/wallets",
+    path = "/networks/{network}/wallets",
     operation_id = "listWallets",
     tag = "wallets",
     params(NetworkPath, WalletsQuery),
     responses(
-        (status = 200, description = "A page of wallets.", body = WalletList),
+        (status = 200, description = "A page of wallets.", body = WalletList, example = json!(example!("wallets.json"))),
         (status = 400, description = "Bad size, direction, sort, limit, cursor or unknown parameter.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network.", body = Problem, content_type = "application/problem+json"),
     ),
