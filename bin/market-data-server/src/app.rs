@@ -143,3 +143,35 @@ pub fn serve(
     .run();
     Ok(server)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (resource paths, (scope path, subtree)...) of a node.
+    fn shape(node: &Node) -> String {
+        let mut out: Vec<String> = node
+            .resources
+            .iter()
+            .map(|(path, _)| format!("{path:?}"))
+            .collect();
+        out.extend(
+            node.scopes
+                .iter()
+                .map(|(path, child)| format!("{path} [{}]", shape(child))),
+        );
+        out.join(", ")
+    }
+
+    #[test]
+    fn patterns_nest_after_each_dynamic_segment() {
+        let mut root = Node::default();
+        for endpoint in ENDPOINTS.iter().filter(|e| e.mount == Mount::Api) {
+            root.insert(endpoint);
+        }
+        assert_eq!(
+            shape(&root),
+            "\"/networks\", /networks/{network} [\"/markets\", \"/wallets\", \"/liquidity-levels\", \"/coverage\", /markets/{asset} [\"\", \"/whale-positions\", \"/candles\"]]"
+        );
+    }
+}

@@ -15,6 +15,7 @@ use serde::Serialize;
 use utoipa::IntoParams;
 
 use crate::error::ApiError;
+use crate::state::Served;
 
 /// A path under one network: its `network` segment must name the one
 /// network (else a 404 problem), checked before the query string so a wrong
@@ -200,7 +201,7 @@ pub fn versioned(
 
 /// A slice of the served snapshot as a response body without copying it.
 struct SnapshotBytes<F: Fn(&Snapshot) -> &[u8]> {
-    snapshot: Arc<Snapshot>,
+    snapshot: Arc<Served>,
     select: F,
 }
 
@@ -212,7 +213,7 @@ impl<F: Fn(&Snapshot) -> &[u8]> AsRef<[u8]> for SnapshotBytes<F> {
 
 /// A slice of the served snapshot (chosen by `select`) as a body that shares it.
 pub fn snapshot_bytes(
-    snapshot: &Arc<Snapshot>,
+    snapshot: &Arc<Served>,
     select: impl Fn(&Snapshot) -> &[u8] + Send + Sync + 'static,
 ) -> Bytes {
     Bytes::from_owner(SnapshotBytes {

@@ -18,7 +18,7 @@ mod tokens;
 mod usage;
 
 pub use pages::{PageCache, PAGE_CACHE_BYTES};
-pub use reload::RELOAD_INTERVAL;
+pub use reload::{Served, RELOAD_INTERVAL};
 pub use tokens::{TokenCache, TOKEN_CACHE_TTL};
 pub use usage::{UsageBuffer, UsageEndpoint, USAGE_FLUSH_INTERVAL};
 
@@ -26,7 +26,8 @@ pub use usage::{UsageBuffer, UsageEndpoint, USAGE_FLUSH_INTERVAL};
 pub struct AppState {
     /// The repository.
     pub store: Store,
-    snapshot: ArcSwap<Snapshot>,
+    snapshot: ArcSwap<Served>,
+    reaper: reload::Reaper,
     tokens: TokenCache,
     usage: Mutex<UsageBuffer>,
     pages: PageCache,
@@ -61,9 +62,11 @@ impl AppState {
         store: Store,
         page_cache_bytes: usize,
     ) -> Result<Arc<AppState>, StoreError> {
+        let reaper = reload::Reaper::start();
         let state = Arc::new(AppState {
             store,
-            snapshot: ArcSwap::from_pointee(empty_snapshot()),
+            snapshot: ArcSwap::from_pointee(reaper.serve(empty_snapshot())),
+            reaper,
             tokens: TokenCache::default(),
             usage: Mutex::new(UsageBuffer::default()),
             pages: PageCache::new(page_cache_bytes),
@@ -75,7 +78,7 @@ impl AppState {
 
     /// The snapshot being served. Handlers take it once per request, so one
     /// response never mixes two versions.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub fn snapshot(&self) -> Arc<Served> {
         self.snapshot.load_full()
     }
 

@@ -1,8 +1,10 @@
 //! Following the database: a thread that serves each new data version,
 //! applied as changes or loaded whole.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use market_engine::Materialized;
@@ -15,12 +17,101 @@ use crate::platform::{lower_thread_priority, process_cpu, release_free_memory};
 /// How often a server checks the database for a new data version.
 pub const RELOAD_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a reload waits for in-flight requests to release the previous
-/// data version, so that it is freed on the reloader thread; a response
-/// still being written to a slow client after that frees it itself.
+/// data version before it logs; the version is freed whenever its last
+/// holder lets go, on the reaper thread either way.
 const RETIRE_WAIT: Duration = Duration::from_secs(10);
 /// Nice value of the reloader thread (and the threads it starts): loading
 /// and rendering a new version yields the CPU to the HTTP workers.
 const RELOADER_NICE: i32 = 10;
+
+/// A served data version. Whoever lets go of it last (the reloader, or a
+/// response still being written to a slow client), its snapshot is freed on
+/// the reaper thread, never on an HTTP worker: freeing a few hundred MB there
+/// would stall the requests queued behind it.
+pub struct Served {
+    /// Taken only by `drop`.
+    snapshot: Option<Snapshot>,
+    serial: u64,
+    retire: Sender<(u64, Snapshot)>,
+}
+
+impl Deref for Served {
+    type Target = Snapshot;
+
+    fn deref(&self) -> &Snapshot {
+        self.snapshot
+            .as_ref()
+            .expect("a served snapshot is taken only on drop")
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(snapshot) = self.snapshot.take() {
+            // Fails only when the reaper is gone (the process is ending);
+            // the snapshot is then freed here.
+            let _ = self.retire.send((self.serial, snapshot));
+        }
+    }
+}
+
+/// The thread that frees retired versions, and what it has freed.
+pub(super) struct Reaper {
+    retire: Sender<(u64, Snapshot)>,
+    next_serial: AtomicU64,
+    freed: Arc<(Mutex<u64>, Condvar)>,
+}
+
+impl Reaper {
+    /// Starts the reaper thread; it ends when the last [`Served`] is freed.
+    pub(super) fn start() -> Reaper {
+        let (retire, retired) = std::sync::mpsc::channel();
+        let freed = Arc::new((Mutex::new(0), Condvar::new()));
+        let shared = freed.clone();
+        std::thread::Builder::new()
+            .name("snapshot-reaper".into())
+            .spawn(move || reap(retired, &shared))
+            .expect("spawning a thread");
+        Reaper {
+            retire,
+            next_serial: AtomicU64::new(1),
+            freed,
+        }
+    }
+
+    /// `snapshot`, to be served.
+    pub(super) fn serve(&self, snapshot: Snapshot) -> Served {
+        Served {
+            snapshot: Some(snapshot),
+            serial: self.next_serial.fetch_add(1, Ordering::Relaxed),
+            retire: self.retire.clone(),
+        }
+    }
+
+    /// Waits up to `timeout` for the version `serial` to be freed; whether it was.
+    fn wait_freed(&self, serial: u64, timeout: Duration) -> bool {
+        let (freed, cond) = &*self.freed;
+        let freed = freed.lock().expect("the reaper lock is never poisoned");
+        let (freed, _) = cond
+            .wait_timeout_while(freed, timeout, |freed| *freed < serial)
+            .expect("the reaper lock is never poisoned");
+        *freed >= serial
+    }
+}
+
+/// Frees retired versions as they come, and records the newest serial freed
+/// (versions are served in serial order, so it only grows past the ones
+/// still held).
+fn reap(retired: Receiver<(u64, Snapshot)>, freed: &(Mutex<u64>, Condvar)) {
+    lower_thread_priority(RELOADER_NICE);
+    for (serial, snapshot) in retired {
+        drop(snapshot);
+        let (max, cond) = freed;
+        let mut max = max.lock().expect("the reaper lock is never poisoned");
+        *max = (*max).max(serial);
+        cond.notify_all();
+    }
+}
 
 impl AppState {
     /// Serves the newest data version if it differs from the served one:
@@ -93,20 +184,17 @@ impl AppState {
         drop(current);
         let (positions, wallets) = snapshot.counts();
         let assets = snapshot.asset_count();
-        let previous = self.snapshot.swap(Arc::new(snapshot));
+        let previous = self.snapshot.swap(Arc::new(self.reaper.serve(snapshot)));
         let ready_ms = started.elapsed().as_millis();
-        // The previous version is freed here, not by whichever request
-        // happens to hold the last reference: freeing a few hundred MB on a
-        // worker thread would stall the requests queued behind it.
-        self.pages.evict_before(meta.version);
-        let waited = Instant::now();
-        while Arc::strong_count(&previous) > 1 && waited.elapsed() < RETIRE_WAIT {
-            // In-flight requests (and responses still being written) hold it.
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        let retire = Instant::now();
+        let retiring = previous.serial;
         drop(previous);
-        let freed_ms = retire.elapsed().as_millis();
+        self.pages.evict_before(meta.version);
+        // In-flight requests (and responses still being written) may hold
+        // the previous version; waiting for it keeps its cost in the CPU
+        // figure logged below.
+        let waited = Instant::now();
+        let freed = self.reaper.wait_freed(retiring, RETIRE_WAIT);
+        let freed_ms = waited.elapsed().as_millis();
         if whole {
             // A whole load freed its rows and model structs (several hundred
             // MB); an applied change frees little, and mostly large blocks
@@ -116,11 +204,11 @@ impl AppState {
         // Everything the new version cost, freeing the old one included
         // (and whatever the workers served meanwhile).
         let cpu_ms = process_cpu().zip(cpu).map(|(b, a)| (b - a).as_millis());
-        log::debug!(
-            "retired the previous version after {} ms: freed in {freed_ms} ms, trimmed in {} ms",
-            retire.duration_since(waited).as_millis(),
-            retire.elapsed().as_millis() - freed_ms
-        );
+        if freed {
+            log::debug!("the previous version was freed {freed_ms} ms after the swap");
+        } else {
+            log::debug!("the previous version is still held after {freed_ms} ms; it is freed when its last response is written");
+        }
         log::info!(
             "serving data version {} ({assets} markets, {positions} positions, {wallets} wallets): {how}; read in {read_ms} ms, ready in {ready_ms} ms, process CPU {} ms",
             meta.version,
@@ -145,5 +233,31 @@ impl AppState {
                 }
             })
             .expect("spawning a thread");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_is_freed_when_its_last_holder_lets_go() {
+        let reaper = Reaper::start();
+        let first = Arc::new(reaper.serve(super::super::empty_snapshot()));
+        let serial = first.serial;
+        // An in-flight response still holds it after the reloader let go.
+        let response = first.clone();
+        drop(first);
+        assert!(!reaper.wait_freed(serial, Duration::from_millis(50)));
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            drop(response);
+        });
+        assert!(reaper.wait_freed(serial, Duration::from_secs(10)));
+        writer.join().unwrap();
+        // Serials grow, so a later version is not taken as freed.
+        let second = reaper.serve(super::super::empty_snapshot());
+        assert!(second.serial > serial);
+        assert!(!reaper.wait_freed(second.serial, Duration::from_millis(10)));
     }
 }
