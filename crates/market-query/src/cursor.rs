@@ -68,6 +68,50 @@ impl Cursors {
     }
 }
 
+/// What every keyset list does with its request: the cursor decoded into
+/// the key the page continues after (bound to the query's fingerprint), the
+/// limit, the request's identity, and the next page's cursor.
+#[derive(Clone, Debug)]
+pub struct Paging<K> {
+    cursors: Cursors,
+    /// The key the page continues after (`None` for the first page).
+    pub after: Option<K>,
+    /// The page size.
+    pub limit: u32,
+    /// Identifies the request (query, cursor and limit): the `ETag`'s part
+    /// besides the data version.
+    pub identity: u64,
+}
+
+impl<K: Keyset> Paging<K> {
+    /// The request of the query identified by `parts` (see [`Cursors::new`])
+    /// with its `cursor` and `limit` parameters.
+    pub fn new(parts: &[&str], cursor: Option<&str>, limit: u32) -> Result<Self, QueryError> {
+        let cursors = Cursors::new(parts);
+        let after = cursors.decode(cursor)?;
+        Ok(Paging {
+            identity: crate::identity((cursors.fingerprint(), cursor, &limit)),
+            cursors,
+            after,
+            limit,
+        })
+    }
+
+    /// The cursor of the next page: after `last` (in its cursor spelling)
+    /// when there are more items, else none.
+    pub fn next_cursor(&self, has_more: bool, last: Option<K::Wire>) -> Option<String> {
+        match (has_more, last) {
+            (true, Some(last)) => Some(self.cursors.encode_wire::<K>(&last)),
+            _ => None,
+        }
+    }
+
+    /// The cursor that continues after `key`.
+    pub fn cursor_after(&self, key: &K) -> String {
+        self.cursors.encode(key)
+    }
+}
+
 fn cursor_error(e: CursorError) -> QueryError {
     QueryError::param("cursor", e.to_string())
 }
@@ -165,6 +209,29 @@ mod tests {
             date: time::macros::date!(2026 - 11 - 22),
             symbol: "xyz:TSLA".into(),
         });
+    }
+
+    #[test]
+    fn paging_continues_after_the_last_key_only_when_there_is_more() {
+        let first: Paging<LiquidityKey> = Paging::new(&["list", "a"], None, 2).unwrap();
+        assert_eq!(first.after, None);
+        let last = ("2026-11-22".to_owned(), "BTC".to_owned());
+        assert_eq!(first.next_cursor(false, Some(last.clone())), None);
+        assert_eq!(first.next_cursor(true, None), None);
+        let cursor = first.next_cursor(true, Some(last)).unwrap();
+        let second: Paging<LiquidityKey> = Paging::new(&["list", "a"], Some(&cursor), 2).unwrap();
+        assert_eq!(
+            second.after,
+            Some(LiquidityKey {
+                date: time::macros::date!(2026 - 11 - 22),
+                symbol: "BTC".into(),
+            })
+        );
+        // The cursor is part of the request's identity; so is the limit.
+        assert_ne!(first.identity, second.identity);
+        let wider: Paging<LiquidityKey> = Paging::new(&["list", "a"], None, 3).unwrap();
+        assert_ne!(first.identity, wider.identity);
+        assert!(Paging::<LiquidityKey>::new(&["list", "b"], Some(&cursor), 2).is_err());
     }
 
     #[test]

@@ -5,10 +5,12 @@ pub mod cursor;
 pub mod pages;
 pub mod strict;
 
-pub use cursor::{Cursors, Keyset, LiquidityKey};
+use std::hash::{Hash, Hasher};
+
+pub use cursor::{Cursors, Keyset, LiquidityKey, Paging};
 pub use pages::{
-    check_network, identity, market_order, resolve_asset, with_items, CandlesRequest,
-    LiquidityRequest, PositionsPage, WalletsPage,
+    check_network, market_order, resolve_asset, with_items, CandlesRequest, LiquidityRequest,
+    PositionsPage, WalletsPage,
 };
 pub use strict::{parse_query, MAX_QUERY_LEN};
 
@@ -42,4 +44,11 @@ impl QueryError {
             reason: reason.into(),
         }
     }
+}
+
+/// A hash of everything that selects a response besides the data version.
+pub fn identity(parts: impl Hash) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    parts.hash(&mut hasher);
+    hasher.finish()
 }

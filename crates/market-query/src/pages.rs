@@ -1,8 +1,6 @@
 //! The pages of every list: what a request selects, its identity (the
 //! `ETag`'s and the page cache's key), its next cursor, and its body.
 
-use std::hash::{Hash, Hasher};
-
 use bytes::Bytes;
 use market_engine::candles::{next_period, period_start, periods_back, rollup, rollup_source};
 use market_model::params::{
@@ -17,20 +15,13 @@ use market_store::Store;
 use serde::Serialize;
 use time::Date;
 
-use crate::cursor::{Cursors, LiquidityKey};
+use crate::cursor::{LiquidityKey, Paging};
 use crate::QueryError;
 
 /// Widest liquidity-levels window: toDate − fromDate ≤ 89 days (90 calendar days inclusive).
 pub const MAX_WINDOW_DAYS: i64 = 89;
 /// Intervals that are rolled up from finer ones must not read more source rows than this.
 pub const MAX_ROLLUP_ROWS: i64 = 200_000;
-
-/// A hash of everything that selects a response besides the data version.
-pub fn identity(parts: impl Hash) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    parts.hash(&mut hasher);
-    hasher.finish()
-}
 
 /// Serializes `envelope`, whose `items` array is empty, with `items` (JSON
 /// array elements joined by commas, `len` bytes) written into that array:
@@ -114,25 +105,31 @@ impl<'a> PositionsPage<'a> {
         q: &PositionsQuery,
     ) -> Result<Self, QueryError> {
         let symbol = &snapshot.market(market).symbol;
-        let cursors = Cursors::new(&[
-            "whale-positions",
-            symbol,
-            q.direction.map_or("", Direction::as_str),
-        ]);
-        let after: Option<PositionKey> = cursors.decode(q.cursor.as_deref())?;
-        let limit = q.limit.get();
-        let keyed = snapshot.positions_page(market, q.direction, after.as_ref(), limit as usize);
-        let next_cursor = match (keyed.page.has_more, &keyed.last) {
-            (true, Some(last)) => Some(cursors.encode_wire::<PositionKey>(&(
+        let paging: Paging<PositionKey> = Paging::new(
+            &[
+                "whale-positions",
+                symbol,
+                q.direction.map_or("", Direction::as_str),
+            ],
+            q.cursor.as_deref(),
+            q.limit.get(),
+        )?;
+        let keyed = snapshot.positions_page(
+            market,
+            q.direction,
+            paging.after.as_ref(),
+            paging.limit as usize,
+        );
+        let last = keyed.last.as_ref().map(|last| {
+            (
                 last.value.clone().unwrap_or_default(),
                 last.address.to_owned(),
-            ))),
-            _ => None,
-        };
+            )
+        });
         Ok(PositionsPage {
-            identity: identity((cursors.fingerprint(), q.cursor.as_deref(), &limit)),
+            next_cursor: paging.next_cursor(keyed.page.has_more, last),
+            identity: paging.identity,
             keyed,
-            next_cursor,
         })
     }
 
@@ -170,27 +167,28 @@ impl<'a> WalletsPage<'a> {
             size: q.size,
             direction: q.direction,
         };
-        let cursors = Cursors::new(&[
-            "wallets",
-            order.sort.as_str(),
-            order.order.as_str(),
-            order.size.map_or("", SizeClass::as_str),
-            order.direction.map_or("", Direction::as_str),
-        ]);
-        let after: Option<WalletKey> = cursors.decode(q.cursor.as_deref())?;
-        let limit = q.limit.get();
-        let (keyed, total) = snapshot.wallets_page(order, after.as_ref(), limit as usize);
-        let next_cursor = match (keyed.page.has_more, &keyed.last) {
-            (true, Some(last)) => Some(
-                cursors.encode_wire::<WalletKey>(&(last.value.clone(), last.address.to_owned())),
-            ),
-            _ => None,
-        };
+        let paging: Paging<WalletKey> = Paging::new(
+            &[
+                "wallets",
+                order.sort.as_str(),
+                order.order.as_str(),
+                order.size.map_or("", SizeClass::as_str),
+                order.direction.map_or("", Direction::as_str),
+            ],
+            q.cursor.as_deref(),
+            q.limit.get(),
+        )?;
+        let (keyed, total) =
+            snapshot.wallets_page(order, paging.after.as_ref(), paging.limit as usize);
+        let last = keyed
+            .last
+            .as_ref()
+            .map(|last| (last.value.clone(), last.address.to_owned()));
         Ok(WalletsPage {
-            identity: identity((cursors.fingerprint(), q.cursor.as_deref(), &limit)),
+            next_cursor: paging.next_cursor(keyed.page.has_more, last),
+            identity: paging.identity,
             keyed,
             total,
-            next_cursor,
         })
     }
 
@@ -217,9 +215,7 @@ pub struct LiquidityRequest {
     from: Date,
     to: Date,
     asset: Option<String>,
-    after: Option<LiquidityKey>,
-    limit: u32,
-    cursors: Cursors,
+    paging: Paging<LiquidityKey>,
     /// The page cache's key (dates, asset, limit and cursor position).
     pub key: String,
 }
@@ -246,26 +242,27 @@ impl LiquidityRequest {
             .as_deref()
             .map(|a| resolve_asset(snapshot, a).map(|i| snapshot.market(i).symbol.clone()))
             .transpose()?;
-        let cursors = Cursors::new(&[
-            "liquidity-levels",
-            &from.to_string(),
-            &to.to_string(),
-            asset.as_deref().unwrap_or(""),
-        ]);
-        let after: Option<LiquidityKey> = cursors.decode(q.cursor.as_deref())?;
-        let limit = q.limit.get();
+        let paging: Paging<LiquidityKey> = Paging::new(
+            &[
+                "liquidity-levels",
+                &from.to_string(),
+                &to.to_string(),
+                asset.as_deref().unwrap_or(""),
+            ],
+            q.cursor.as_deref(),
+            q.limit.get(),
+        )?;
         let key = format!(
-            "liquidity-levels|{from}|{to}|{}|{limit}|{:?}",
+            "liquidity-levels|{from}|{to}|{}|{}|{:?}",
             asset.as_deref().unwrap_or(""),
-            after.as_ref().map(|k| (k.date, &k.symbol)),
+            paging.limit,
+            paging.after.as_ref().map(|k| (k.date, &k.symbol)),
         );
         Ok(LiquidityRequest {
             from,
             to,
             asset,
-            after,
-            limit,
-            cursors,
+            paging,
             key,
         })
     }
@@ -280,33 +277,36 @@ impl LiquidityRequest {
         } else {
             Some(self.to)
         };
-        let fetch = self.limit as usize + 1;
+        let fetch = self.paging.limit as usize + 1;
         let mut history: Vec<LiquidityDay> = match history_to {
             Some(history_to) if self.from <= history_to => store.liquidity_history(
                 NETWORK_ID,
                 self.from,
                 history_to,
                 self.asset.as_deref(),
-                self.after.as_ref().map(|k| (k.date, k.symbol.as_str())),
+                self.paging
+                    .after
+                    .as_ref()
+                    .map(|k| (k.date, k.symbol.as_str())),
                 fetch as i64,
             )?,
             _ => Vec::new(),
         };
         let mut current: Vec<(&str, &[u8])> = Vec::new();
         if history.len() < fetch && has_current && (self.from..=self.to).contains(&current_date) {
-            current = snapshot
-                .current_days()
-                .filter(|(symbol, _)| {
-                    self.asset.as_deref().is_none_or(|a| *symbol == a)
-                        && self
-                            .after
-                            .as_ref()
-                            .is_none_or(|k| (current_date, *symbol) > (k.date, k.symbol.as_str()))
-                })
-                .take(fetch - history.len())
-                .collect();
+            current =
+                snapshot
+                    .current_days()
+                    .filter(|(symbol, _)| {
+                        self.asset.as_deref().is_none_or(|a| *symbol == a)
+                            && self.paging.after.as_ref().is_none_or(|k| {
+                                (current_date, *symbol) > (k.date, k.symbol.as_str())
+                            })
+                    })
+                    .take(fetch - history.len())
+                    .collect();
         }
-        let limit = self.limit as usize;
+        let limit = self.paging.limit as usize;
         let next_cursor = if history.len() + current.len() > limit {
             let last = if limit <= history.len() {
                 history.truncate(limit);
@@ -324,7 +324,7 @@ impl LiquidityRequest {
                     symbol: last.0.to_owned(),
                 }
             };
-            Some(self.cursors.encode(&last))
+            Some(self.paging.cursor_after(&last))
         } else {
             None
         };
