@@ -13,8 +13,7 @@
 #             30-day liquidity map) and 10 s on whale-positions,
 #   reload    seconds from the end of a re-seed (a whole new version) until it
 #             is served, and the resident memory 5 s after,
-#   peak      the process's peak resident memory (VmHWM),
-#   cpu       the process's CPU seconds (user + system) over all of it.
+#   peak      the process's peak resident memory (VmHWM).
 #
 # Needs wrk, bc and curl.
 set -euo pipefail
@@ -35,11 +34,10 @@ TODAY=$(date -u +%F)
 FROM=$(date -u -d '-29 days' +%F)
 rss() { awk '/^VmRSS/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
 hwm() { awk '/^VmHWM/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
-cpu() { awk '{ printf "%.1f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
 version() { curl -s -D - -o /dev/null -H "X-API-Key: $2" "http://$ADDR/v1/networks/perpnet/markets/BTC" | awk 'tolower($1) == "x-data-version:" { print $2 + 0 }'; }
 
-echo "| round | build | ready s | rss MB | load rss MB | reload s | rss after reload MB | peak MB | cpu s |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| round | build | ready s | rss MB | load rss MB | reload s | rss after reload MB | peak MB |"
+echo "|---|---|---|---|---|---|---|---|"
 for round in $(seq 1 "$ROUNDS"); do
   for bin in "$@"; do
     rm -f "$WORK"/db*
@@ -62,7 +60,7 @@ for round in $(seq 1 "$ROUNDS"); do
     until [ "$(version $pid "$token")" -gt "$before" ]; do sleep 0.05; done
     reload=$(echo "$(date +%s.%N) - $seeded" | bc)
     sleep 5
-    printf "| %s | %s | %.2f | %s | %s | %.2f | %s | %s | %s |\n" "$round" "$(basename "$bin")" "$ready" "$rss_ready" "$rss_load" "$reload" "$(rss $pid)" "$(hwm $pid)" "$(cpu $pid)"
+    printf "| %s | %s | %.2f | %s | %s | %.2f | %s | %s |\n" "$round" "$(basename "$bin")" "$ready" "$rss_ready" "$rss_load" "$reload" "$(rss $pid)" "$(hwm $pid)"
     kill $pid
     wait $pid 2> /dev/null || true
   done
