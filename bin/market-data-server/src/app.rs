@@ -95,8 +95,9 @@ fn path_error(err: actix_web::error::PathError, _req: &actix_web::HttpRequest) -
 
 /// Configures the whole application (shared by `serve` and the tests).
 pub fn configure(state: Arc<AppState>) -> impl FnOnce(&mut web::ServiceConfig) + Clone {
+    // Built once, not per worker.
+    let doc = openapi::document();
     move |cfg: &mut web::ServiceConfig| {
-        let doc = openapi::document();
         cfg.app_data(web::Data::from(state))
             .app_data(web::PathConfig::default().error_handler(path_error))
             .configure(mount(Mount::Root));

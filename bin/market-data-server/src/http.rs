@@ -84,8 +84,9 @@ pub fn json<T: Serialize>(body: &T) -> HttpResponse {
         .body(serde_json::to_vec(body).expect("responses serialize"))
 }
 
-/// Header naming the data version a response was computed from.
-pub const DATA_VERSION: &str = "X-Data-Version";
+/// Header naming the data version a response was computed from (the
+/// OpenAPI document spells it `X-Data-Version`).
+pub const DATA_VERSION: header::HeaderName = header::HeaderName::from_static("x-data-version");
 
 /// The identity of a response that is a function of the data version, the
 /// path and the query string.
@@ -178,10 +179,7 @@ pub fn versioned(
             Some(c) if c.version == snapshot.version => c,
             _ => cached.insert(VersionHeaders::new(snapshot)),
         };
-        headers.insert(
-            header::HeaderName::from_static("x-data-version"),
-            cached.data_version.clone(),
-        );
+        headers.insert(DATA_VERSION, cached.data_version.clone());
         if let Some(v) = &cached.last_modified {
             headers.insert(header::LAST_MODIFIED, v.clone());
         }
