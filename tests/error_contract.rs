@@ -369,11 +369,16 @@ async fn only_public_routes_answer_without_a_key(backend: Backend) {
         .await
         .unwrap();
     let today = app.today();
+    let wallet = app.get_ok("/v1/networks/perpnet/wallets?limit=1").await["items"][0]["address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let mut scanned = 0;
     for path in doc["paths"].as_object().unwrap().keys() {
         let mut url = path
             .replace("{network}", "perpnet")
-            .replace("{asset}", "BTC");
+            .replace("{asset}", "BTC")
+            .replace("{address}", &wallet);
         if url.ends_with("/liquidity-levels") {
             url.push_str(&format!("?fromDate={today}&toDate={today}"));
         }
@@ -404,8 +409,8 @@ async fn only_public_routes_answer_without_a_key(backend: Backend) {
         scanned += 1;
     }
     assert_eq!(
-        scanned, 18,
-        "8 operations under two prefixes, plus the health checks"
+        scanned, 28,
+        "13 operations under two prefixes, plus the health checks"
     );
     for public in [
         "/api-docs/openapi.json",

@@ -1,6 +1,7 @@
 //! Black-box HTTP tests: the real app on a real SQLite file, called over real HTTP.
 
 mod error_contract;
+mod history;
 mod postgres_scaleout;
 mod scanner;
 mod schema_conformance;

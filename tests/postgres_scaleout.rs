@@ -190,7 +190,14 @@ async fn two_replicas_serve_the_same_data_and_follow_a_reseed() {
     // New data is written (a re-seed with another seed) by a third process-like writer.
     let writer =
         market_store::Store::open(a.db.url(), market_store::PoolOptions::default()).unwrap();
-    market_data_server::seed::seed_demo_at(&writer, 300, 99, seeded_at()).unwrap();
+    market_data_server::seed::seed_demo_with_history(
+        &writer,
+        300,
+        99,
+        seeded_at(),
+        crate::support::HISTORY_DAYS,
+    )
+    .unwrap();
     let written = Instant::now();
     let expected_total = 300;
     for app in [&a, &b] {

@@ -103,7 +103,37 @@ async fn every_response_validates_against_the_document(backend: Backend) {
                 t("/networks/{network}/coverage"),
                 t("/networks/perpnet/coverage"),
             ),
+            (
+                t("/networks/{network}/position-events"),
+                t("/networks/perpnet/position-events?limit=500"),
+            ),
+            (
+                t("/networks/{network}/position-events"),
+                t("/networks/perpnet/position-events?kind=bogus"),
+            ),
+            (
+                t("/networks/{network}/wallets/{address}"),
+                t("/networks/perpnet/wallets/0x12"),
+            ),
+            (
+                t("/networks/{network}/wallets/{address}"),
+                t("/networks/perpnet/wallets/0x0000000000000000000000000000000000000000"),
+            ),
         ];
+        let wallets = app.get_ok(&t("/networks/perpnet/wallets?limit=40")).await;
+        for w in wallets["items"].as_array().unwrap().iter().step_by(4) {
+            let a = w["address"].as_str().unwrap();
+            cases.push((
+                t("/networks/{network}/wallets/{address}"),
+                t(&format!("/networks/perpnet/wallets/{a}")),
+            ));
+            cases.push((
+                t("/networks/{network}/wallets/{address}/history"),
+                t(&format!(
+                    "/networks/perpnet/wallets/{a}/history?interval=5m&limit=5000"
+                )),
+            ));
+        }
         for sym in symbols.iter().step_by(9) {
             let s = enc(sym);
             cases.push((
@@ -114,6 +144,16 @@ async fn every_response_validates_against_the_document(backend: Backend) {
                 t("/networks/{network}/markets/{asset}/whale-positions"),
                 t(&format!(
                     "/networks/perpnet/markets/{s}/whale-positions?limit=200"
+                )),
+            ));
+            cases.push((
+                t("/networks/{network}/markets/{asset}/cohorts"),
+                t(&format!("/networks/perpnet/markets/{s}/cohorts")),
+            ));
+            cases.push((
+                t("/networks/{network}/markets/{asset}/history"),
+                t(&format!(
+                    "/networks/perpnet/markets/{s}/history?interval=15m&limit=100"
                 )),
             ));
             for interval in ["1h", "15m", "1d", "1M"] {

@@ -22,6 +22,8 @@ use time::{Date, OffsetDateTime};
 pub const WALLETS: usize = 400;
 /// Seed of the test dataset.
 pub const SEED: u64 = 7;
+/// Days of demo history in the test datasets (the demo's 90 days would triple the template's size).
+pub const HISTORY_DAYS: u32 = 2;
 
 /// Where a test's database lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,14 +148,14 @@ fn templates() -> &'static Templates {
         let sqlite_dir = tempfile::Builder::new().prefix("mds-template-").tempdir().unwrap().keep();
         let store = Store::open(sqlite_dir.join("template.db").to_str().unwrap(), PoolOptions::default()).unwrap();
         store.migrate().unwrap();
-        seed::seed_demo_at(&store, WALLETS, SEED, now).unwrap();
+        seed::seed_demo_with_history(&store, WALLETS, SEED, now, HISTORY_DAYS).unwrap();
         drop(store); // folds the WAL into the file so a plain copy is complete
         let postgres = pg_admin_url().map(|_| {
             drop_stale_pg_databases();
             let db = PgDatabase::create(None);
             let store = Store::open(&db.url, PoolOptions::default()).unwrap();
             store.migrate().unwrap();
-            seed::seed_demo_at(&store, WALLETS, SEED, now).unwrap();
+            seed::seed_demo_with_history(&store, WALLETS, SEED, now, HISTORY_DAYS).unwrap();
             drop(store);
             // A template must have no open connections while it is copied.
             pg_admin()

@@ -172,7 +172,7 @@ mod tests {
         }
         assert_eq!(
             shape(&root),
-            "\"/networks\", /networks/{network} [\"/markets\", \"/wallets\", \"/liquidity-levels\", \"/coverage\", /markets/{asset} [\"\", \"/whale-positions\", \"/candles\"]]"
+            "\"/networks\", /networks/{network} [\"/markets\", \"/wallets\", \"/liquidity-levels\", \"/coverage\", \"/position-events\", /markets/{asset} [\"\", \"/whale-positions\", \"/candles\", \"/cohorts\", \"/history\"], /wallets/{address} [\"\", \"/history\"]]"
         );
     }
 }

@@ -18,6 +18,26 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// How long a writer keeps history (market and wallet series, position events).
+#[derive(Args, Debug, Clone, Copy)]
+pub struct RetentionArgs {
+    /// Days to keep every observation (history at full resolution: one point per data version).
+    #[arg(long, value_name = "DAYS", default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    pub history_points_days: u32,
+    /// Days to keep the hourly history (the last observation of each hour) and the position events.
+    #[arg(long, value_name = "DAYS", default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=36500))]
+    pub history_hourly_days: u32,
+}
+
+impl From<RetentionArgs> for market_store::Retention {
+    fn from(r: RetentionArgs) -> Self {
+        market_store::Retention {
+            points_days: r.history_points_days,
+            hourly_days: r.history_hourly_days,
+        }
+    }
+}
+
 /// Where the data lives.
 #[derive(Args, Debug, Clone)]
 pub struct DbArgs {
@@ -135,6 +155,9 @@ pub enum Command {
         /// Random seed.
         #[arg(long, default_value_t = 42)]
         seed: u64,
+        /// History retention.
+        #[command(flatten)]
+        retention: RetentionArgs,
         /// Database selection.
         #[command(flatten)]
         db: DbArgs,
@@ -164,6 +187,9 @@ pub enum Command {
         /// Rate limit and retries.
         #[command(flatten)]
         tuning: ScanTuning,
+        /// History retention.
+        #[command(flatten)]
+        retention: RetentionArgs,
         /// Database selection.
         #[command(flatten)]
         db: DbArgs,
@@ -211,6 +237,9 @@ pub enum Command {
         /// Rate limit and retries.
         #[command(flatten)]
         tuning: ScanTuning,
+        /// History retention.
+        #[command(flatten)]
+        retention: RetentionArgs,
         /// Database selection.
         #[command(flatten)]
         db: DbArgs,
@@ -223,6 +252,9 @@ pub enum Command {
         /// Wallet list with labels and tags (default: every address in clearinghouseState.json).
         #[arg(long)]
         wallets: Option<std::path::PathBuf>,
+        /// History retention.
+        #[command(flatten)]
+        retention: RetentionArgs,
         /// Database selection.
         #[command(flatten)]
         db: DbArgs,
@@ -367,12 +399,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let ran = store.migrate()?;
             println!("applied {ran} migration(s)");
         }
-        Command::SeedDemo { wallets, seed, db } => {
+        Command::SeedDemo {
+            wallets,
+            seed,
+            retention,
+            db,
+        } => {
             anyhow::ensure!(
                 (1..=1_000_000).contains(&wallets),
                 "--wallets must be from 1 to 1000000"
             );
-            let store = open_store(&db, 2)?;
+            let store = open_store(&db, 2)?.with_retention(retention.into());
             seed::seed_demo(&store, wallets, seed)?;
         }
         Command::Serve(args) => {
@@ -496,11 +533,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             every,
             stale_after,
             tuning,
+            retention,
             db,
         } => {
             // One scan with `--once` or without `--every` (clap keeps them apart).
             let every = every.filter(|_| !once);
-            let store = open_store(&db, 2)?;
+            let store = open_store(&db, 2)?.with_retention(retention.into());
             let list = read_wallets(&wallets)?;
             let cfg = tuning.config(stale_after);
             let source = market_ingest::client::HttpSource::new(
@@ -543,9 +581,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             publish_every,
             no_candles,
             tuning,
+            retention,
             db,
         } => {
-            let store = open_store(&db, 3)?;
+            let store = open_store(&db, 3)?.with_retention(retention.into());
             let list = match wallets {
                 Some(path) => read_wallets(&path)?,
                 None => Vec::new(),
@@ -575,8 +614,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             eprintln!("tracking {info_url}; a data version is published every {publish_every} s");
             tracker.run();
         }
-        Command::Import { from, wallets, db } => {
-            let store = open_store(&db, 2)?;
+        Command::Import {
+            from,
+            wallets,
+            retention,
+            db,
+        } => {
+            let store = open_store(&db, 2)?.with_retention(retention.into());
             let source =
                 market_ingest::client::DirSource::open(&from).map_err(|e| anyhow::anyhow!(e))?;
             let list = match wallets {

@@ -173,6 +173,14 @@ impl ApiError {
         )
     }
 
+    /// 400 for a path segment that is not a valid value; `reason` says what is accepted.
+    pub fn invalid_path_value(reason: &str) -> Self {
+        ApiError::new(
+            ProblemKind::InvalidParameter,
+            format!("A path segment {reason}."),
+        )
+    }
+
     /// 404 with a detail.
     pub fn not_found(detail: impl Into<String>) -> Self {
         ApiError::new(ProblemKind::NotFound, detail)

@@ -8,7 +8,7 @@ use actix_web::dev::Payload;
 use actix_web::http::{header, StatusCode};
 use actix_web::{FromRequest, HttpRequest, HttpResponse};
 use bytes::Bytes;
-use market_model::params::{MarketPath, NetworkPath};
+use market_model::params::{MarketPath, NetworkPath, WalletPath};
 use market_snapshot::Snapshot;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -37,6 +37,12 @@ impl NetworkScoped for MarketPath {
     }
 }
 
+impl NetworkScoped for WalletPath {
+    fn network(&self) -> &str {
+        &self.network
+    }
+}
+
 /// An endpoint's path type, decoded and checked ([`NetworkScoped`]).
 #[derive(Debug)]
 pub struct ApiPath<T>(pub T);
@@ -49,7 +55,16 @@ impl<T: DeserializeOwned + NetworkScoped> FromRequest for ApiPath<T> {
         ready(
             req.match_info()
                 .load::<T>()
-                .map_err(|e| ApiError::path(&actix_web::error::PathError::Deserialize(e)))
+                .map_err(|e| {
+                    // A segment that decoded but is not a valid value (an
+                    // address) says what is accepted.
+                    let message = e.to_string();
+                    if message.starts_with("must be") {
+                        ApiError::invalid_path_value(&message)
+                    } else {
+                        ApiError::path(&actix_web::error::PathError::Deserialize(e))
+                    }
+                })
                 .and_then(|path| {
                     market_query::check_network(path.network())?;
                     Ok(ApiPath(path))
@@ -75,6 +90,11 @@ impl<T: DeserializeOwned + IntoParams> FromRequest for StrictQuery<T> {
                 .map_err(ApiError::from),
         )
     }
+}
+
+/// The current time in epoch milliseconds (the default `to` of time ranges).
+pub fn now_ms() -> i64 {
+    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
 }
 
 /// Serializes a body as `application/json`.

@@ -47,6 +47,7 @@ impl Modify for SecurityAddon {
         (name = "liquidity", description = "Daily liquidation-level maps."),
         (name = "candles", description = "OHLCV candles."),
         (name = "coverage", description = "How complete and fresh the served data is."),
+        (name = "history", description = "Positioning over time: market and wallet history, size-class cohorts and position events."),
         (name = "health", description = "Liveness and readiness (no API key)."),
     )
 )]

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use market_demo::{DemoConfig, DemoData};
 use market_model::NETWORK_ID;
-use market_store::{CandleBatch, DatasetWrite, SnapshotWrite, Store};
+use market_store::{CandleBatch, DatasetWrite, HistoryWrite, SnapshotWrite, Store};
 
 /// Prints counted progress lines to stderr at most every 10 % of a stage.
 pub struct ProgressPrinter {
@@ -48,6 +48,9 @@ pub fn seed_demo(store: &Store, wallets: usize, seed: u64) -> anyhow::Result<i64
     seed_demo_at(store, wallets, seed, time::OffsetDateTime::now_utc())
 }
 
+/// Days of market and wallet history and position events the demo data has.
+pub const HISTORY_DAYS: u32 = 90;
+
 /// Replaces the data with the demo dataset as of `now` (the same `now`, seed
 /// and wallet count give the same data on every backend).
 pub fn seed_demo_at(
@@ -55,6 +58,18 @@ pub fn seed_demo_at(
     wallets: usize,
     seed: u64,
     now: time::OffsetDateTime,
+) -> anyhow::Result<i64> {
+    seed_demo_with_history(store, wallets, seed, now, HISTORY_DAYS)
+}
+
+/// [`seed_demo_at`] with `series_days` days of market and wallet history
+/// and position events (candles and liquidity days keep their 90 days).
+pub fn seed_demo_with_history(
+    store: &Store,
+    wallets: usize,
+    seed: u64,
+    now: time::OffsetDateTime,
+    series_days: u32,
 ) -> anyhow::Result<i64> {
     let started = Instant::now();
     let mut printer = ProgressPrinter::new();
@@ -68,6 +83,8 @@ pub fn seed_demo_at(
     });
     eprintln!("aggregating {} positions", scan.positions.len());
     let materialized = market_engine::materialize(NETWORK_ID, scan)?;
+    eprintln!("generating {series_days} days of history");
+    let history = market_demo::history(seed, series_days, &materialized, &candles);
     eprintln!("writing to the database");
     let batches: Vec<CandleBatch<'_>> = candles
         .iter()
@@ -83,22 +100,31 @@ pub fn seed_demo_at(
                 source: "demo",
                 observed_at: materialized.observed_at,
                 markets: &materialized.markets,
+                cohorts: &materialized.cohorts,
                 wallets: &materialized.wallets,
                 positions: &materialized.positions,
                 current_days: &materialized.current_days,
             },
             history_days: &history_days,
             candles: &batches,
+            history: HistoryWrite {
+                markets: &history.markets,
+                wallets: &history.wallets,
+                events: &history.events,
+            },
         },
         &mut |s, d, t| printer.report(s, d, t),
     )?;
     eprintln!(
-        "seeded data version {version}: {} assets, {} wallets, {} positions, {} liquidity days, {} candle series in {:.1} s",
+        "seeded data version {version}: {} assets, {} wallets, {} positions, {} liquidity days, {} candle series, {} market and {} wallet history points, {} position events in {:.1} s",
         materialized.markets.len(),
         materialized.wallets.len(),
         materialized.positions.len(),
         history_days.len() + materialized.current_days.len(),
         batches.len(),
+        history.markets.len(),
+        history.wallets.len(),
+        history.events.len(),
         started.elapsed().as_secs_f64()
     );
     Ok(version)

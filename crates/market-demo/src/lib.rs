@@ -6,6 +6,7 @@ mod history;
 mod names;
 mod num;
 mod series;
+mod timeline;
 mod wallets;
 
 use bigdecimal::{BigDecimal, RoundingMode};
@@ -18,6 +19,7 @@ use time::{OffsetDateTime, UtcOffset};
 
 use crate::num::{dec_fixed, dec_norm, div_round, pow10};
 use crate::series::{Factor, TimeGrid};
+pub use crate::timeline::{history, DemoHistory};
 
 /// The network id every generated record belongs to (`market_model::NETWORK_ID`).
 pub const NETWORK: &str = market_model::NETWORK_ID;

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use bigdecimal::{BigDecimal, RoundingMode, Zero};
 use market_model::{
     Coverage, Decimal, Direction, Kol, KolProfile, Level, LiquidityDay, LiquidityTotals, Market,
-    MarketPosition, SizeClass, Strategy, Wallet, WalletDirection, WalletFreshness,
+    MarketCohorts, MarketPosition, SizeClass, Strategy, Wallet, WalletDirection, WalletFreshness,
 };
 use time::{Date, OffsetDateTime};
 
@@ -94,6 +94,8 @@ pub struct Materialized<P = MarketPosition> {
     pub positions: Vec<P>,
     /// The `current` liquidity day of every asset, ordered by symbol.
     pub current_days: Vec<LiquidityDay>,
+    /// The size-class cohorts of every asset, in `markets` order.
+    pub cohorts: Vec<MarketCohorts>,
     /// Freshness of the writer's tracked wallets, when it tracks more than it
     /// serves (`track`); `None` derives it from the served wallets.
     pub freshness: Option<WalletFreshness>,
@@ -729,12 +731,14 @@ pub fn materialize(network: &str, input: ScanInput) -> Result<Materialized, Aggr
         ));
     }
 
+    let cohorts = crate::cohorts::cohorts(observed_at, &markets, &wallets, &positions);
     Ok(Materialized {
         observed_at,
         markets,
         wallets,
         positions,
         current_days,
+        cohorts,
         freshness: None,
     })
 }
@@ -1188,12 +1192,14 @@ mod tests {
                 ));
                 start = end;
             }
+            let cohorts = crate::cohorts::cohorts(observed_at, &markets, &wallets, &positions);
             Ok(Materialized {
                 observed_at,
                 markets,
                 wallets,
                 positions,
                 current_days,
+                cohorts,
                 freshness: None,
             })
         }

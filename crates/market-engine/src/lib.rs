@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod analytics;
 pub mod buckets;
 pub mod candles;
+pub mod cohorts;
 pub mod coverage;
 mod fixed;
 #[cfg(any(test, feature = "fixtures"))]

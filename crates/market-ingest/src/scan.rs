@@ -590,6 +590,7 @@ pub fn run_scan(
                 source: cfg.source_name,
                 observed_at: now,
                 markets: &materialized.markets,
+                cohorts: &materialized.cohorts,
                 wallets: &materialized.wallets,
                 positions: &materialized.positions,
                 current_days: &materialized.current_days,

@@ -3,6 +3,7 @@
 
 pub mod coverage;
 pub mod decimal;
+pub mod history;
 pub mod params;
 pub mod query;
 pub mod resources;
@@ -10,9 +11,13 @@ pub mod timestamp;
 
 pub use coverage::{ClassStaleness, MarketCoverage, NetworkCoverage, WalletFreshness};
 pub use decimal::{Decimal, ParseDecimalError, PlainDecimal};
+pub use history::{
+    BySizeClass, ClassSplit, Cohort, Holding, MarketCohorts, MarketHistory, MarketHistoryPoint,
+    PositionEvent, PositionEventList, WalletDetail, WalletHistory, WalletHistoryPoint,
+};
 pub use query::{
-    Coverage, Direction, Interval, MarketSort, Side, SizeClass, SortOrder, Strategy, UnknownValue,
-    WalletDirection, WalletSort,
+    Coverage, Direction, EventKind, HistoryInterval, Interval, MarketSort, Side, SizeClass,
+    SortOrder, Strategy, UnknownValue, WalletDirection, WalletSort,
 };
 pub use resources::*;
 

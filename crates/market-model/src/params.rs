@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize, Serializer};
 use time::format_description::well_known::Rfc3339;
 use time::{Date, OffsetDateTime};
 
-use crate::{Direction, Interval, MarketSort, SizeClass, WalletSort};
+use crate::{
+    Decimal, Direction, EventKind, HistoryInterval, Interval, MarketSort, SizeClass, WalletSort,
+};
 
 /// A caller-supplied value made safe to echo in an error: control
 /// characters escaped, at most 64 characters.
@@ -163,6 +165,83 @@ impl<'de> Deserialize<'de> for Day {
     }
 }
 
+/// A non-negative amount in plain decimal notation (`1000000`, `2500.5`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Amount(pub Decimal);
+
+impl Amount {
+    /// Parses the text of an amount; the error says what is accepted.
+    pub fn parse(v: &str) -> Result<Amount, String> {
+        match crate::decimal::parse_plain(v) {
+            Some(d) if d.sign() != bigdecimal::num_bigint::Sign::Minus => Ok(Amount(Decimal(d))),
+            _ => Err(format!(
+                "must be a non-negative decimal number in plain notation (e.g. 1000000 or 2500.5); got `{}`",
+                printable(v)
+            )),
+        }
+    }
+}
+
+impl Serialize for Amount {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Amount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Amount::parse(&text).map_err(de::Error::custom)
+    }
+}
+
+/// A wallet address: `0x` and 40 hex digits, in any case; held in lowercase,
+/// the spelling every response uses.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WalletAddress(String);
+
+impl WalletAddress {
+    /// Parses an address; the error says what is accepted.
+    pub fn parse(v: &str) -> Result<WalletAddress, String> {
+        let ok = v.len() == 42
+            && (v.starts_with("0x") || v.starts_with("0X"))
+            && v[2..].bytes().all(|b| b.is_ascii_hexdigit());
+        if ok {
+            Ok(WalletAddress(format!("0x{}", v[2..].to_ascii_lowercase())))
+        } else {
+            Err(format!(
+                "must be a wallet address: 0x followed by 40 hexadecimal digits; got `{}`",
+                printable(v)
+            ))
+        }
+    }
+
+    /// The lowercase address.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for WalletAddress {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Serialize for WalletAddress {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for WalletAddress {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        WalletAddress::parse(&text).map_err(de::Error::custom)
+    }
+}
+
 macro_rules! text_param {
     ($(#[doc = $doc:expr])* $name:ident) => {
         $(#[doc = $doc])*
@@ -243,6 +322,10 @@ param_schema!(Cursor => schema::cursor());
 param_schema!(Instant => schema::instant());
 #[cfg(feature = "openapi")]
 param_schema!(Day => schema::date());
+#[cfg(feature = "openapi")]
+param_schema!(Amount => schema::amount());
+#[cfg(feature = "openapi")]
+param_schema!(WalletAddress => schema::address());
 
 #[cfg(feature = "openapi")]
 impl<const DEFAULT: u32, const MAX: u32> utoipa::PartialSchema for Limit<DEFAULT, MAX> {
@@ -276,6 +359,22 @@ pub struct MarketPath {
     pub asset: AssetSymbol,
 }
 
+/// Path of the endpoints under one wallet.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Path))]
+pub struct WalletPath {
+    /// Network id; only `perpnet`.
+    #[cfg_attr(feature = "openapi", param(inline, example = "perpnet"))]
+    pub network: NetworkId,
+    /// Wallet address, `0x` and 40 hex digits (any case).
+    #[cfg_attr(
+        feature = "openapi",
+        param(inline, example = "0x3f5ce5fbfe3e9af3971dd833d26ba9b5c936f0be")
+    )]
+    pub address: WalletAddress,
+}
+
 /// An endpoint that takes no query parameter.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
@@ -307,6 +406,10 @@ pub type WalletsLimit = Limit<25, 200>;
 pub type LiquidityLimit = Limit<30, 500>;
 /// Most candles of one answer.
 pub type CandlesLimit = Limit<500, 5000>;
+/// Most buckets of one history answer.
+pub type HistoryLimit = Limit<500, 5000>;
+/// Page size of position-events.
+pub type EventsLimit = Limit<50, 500>;
 
 /// Query of `GET /v1/networks/{network}/markets/{asset}/whale-positions`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -318,11 +421,16 @@ pub struct PositionsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", param(inline))]
     pub direction: Option<Direction>,
+    /// Only positions whose `positionValue` is at least this many USD
+    /// (plain decimal, e.g. `1000000`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline, example = "1000000"))]
+    pub min_value: Option<Amount>,
     /// Page size, 1 to 200.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", param(inline, example = 25))]
     pub limit: PositionsLimit,
-    /// `nextCursor` of the previous page (same asset and direction).
+    /// `nextCursor` of the previous page (same asset, direction and minValue).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", param(inline))]
     pub cursor: Option<Cursor>,
@@ -413,6 +521,74 @@ pub struct CandlesQuery {
     pub cursor: Option<Instant>,
 }
 
+/// Query of the history endpoints (`…/markets/{asset}/history`, `…/wallets/{address}/history`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HistoryQuery {
+    /// Bucket width (default `1h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline))]
+    pub interval: Option<HistoryInterval>,
+    /// Start, RFC 3339 instant or epoch milliseconds (default: `to` minus `limit` intervals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline, example = "2026-11-20T00:00:00Z"))]
+    pub from: Option<Instant>,
+    /// End (inclusive), RFC 3339 instant or epoch milliseconds (default: now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline, example = "1795305600000"))]
+    pub to: Option<Instant>,
+    /// Most buckets returned, 1 to 5000.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(inline, example = 500))]
+    pub limit: HistoryLimit,
+    /// `nextCursor` of the previous page (same interval, from and to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline))]
+    pub cursor: Option<Cursor>,
+}
+
+/// Query of `GET /v1/networks/{network}/position-events`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Only this asset (network or canonical symbol).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline, example = "BTC"))]
+    pub asset: Option<AssetSymbol>,
+    /// Only this wallet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline))]
+    pub address: Option<WalletAddress>,
+    /// Only this kind of event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline))]
+    pub kind: Option<EventKind>,
+    /// Only events whose larger side (`max(previousValue, value)`) is at least this many USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline, example = "1000000"))]
+    pub min_value: Option<Amount>,
+    /// Earliest `observedAt` (inclusive), RFC 3339 instant or epoch milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline, example = "2026-11-20T00:00:00Z"))]
+    pub from: Option<Instant>,
+    /// Latest `observedAt` (inclusive), RFC 3339 instant or epoch milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline, example = "1795305600000"))]
+    pub to: Option<Instant>,
+    /// Page size, 1 to 500.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(inline, example = 50))]
+    pub limit: EventsLimit,
+    /// `nextCursor` of the previous page (same filters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline))]
+    pub cursor: Option<Cursor>,
+}
+
 /// The exact OpenAPI schema of each parameter: types, enums, defaults and bounds.
 #[cfg(feature = "openapi")]
 pub mod schema {
@@ -478,6 +654,14 @@ pub mod schema {
     /// `interval` of candles.
     pub fn interval() -> Schema {
         string_enum(Interval::NAMES, None)
+    }
+    /// A non-negative plain decimal amount.
+    pub fn amount() -> Schema {
+        string(None, Some(r"^[0-9]+(\.[0-9]+)?$"), Some(60))
+    }
+    /// A wallet address.
+    pub fn address() -> Schema {
+        string(None, Some("^0[xX][0-9a-fA-F]{40}$"), None)
     }
     /// `limit`: an integer from 1 to `MAX`, `DEFAULT` when absent.
     pub fn limit<const DEFAULT: u32, const MAX: u32>() -> Schema {

@@ -257,6 +257,69 @@ wire_enum! {
     }
 }
 
+wire_enum! {
+    /// Bucket width of a history series (market or wallet). Buckets are
+    /// aligned to multiples of their length since the epoch (UTC), so `1d`
+    /// buckets start at 00:00 UTC.
+    HistoryInterval default H1 {
+        /// 5 minutes.
+        M5 = "5m",
+        /// 15 minutes.
+        M15 = "15m",
+        /// 1 hour (the default).
+        H1 = "1h",
+        /// 4 hours.
+        H4 = "4h",
+        /// 1 day.
+        D1 = "1d",
+    }
+}
+
+impl HistoryInterval {
+    /// Length in milliseconds.
+    pub const fn ms(self) -> i64 {
+        const MIN: i64 = 60_000;
+        match self {
+            HistoryInterval::M5 => 5 * MIN,
+            HistoryInterval::M15 => 15 * MIN,
+            HistoryInterval::H1 => 60 * MIN,
+            HistoryInterval::H4 => 240 * MIN,
+            HistoryInterval::D1 => 1440 * MIN,
+        }
+    }
+
+    /// The start of the bucket holding `ms` (epoch milliseconds).
+    pub const fn bucket_of(self, ms: i64) -> i64 {
+        ms - ms.rem_euclid(self.ms())
+    }
+}
+
+wire_enum! {
+    /// What changed in a wallet's position in one asset between two
+    /// consecutive observations of the wallet.
+    EventKind {
+        /// A position appeared (size 0 before).
+        Opened = "opened",
+        /// Same direction, larger size.
+        Increased = "increased",
+        /// Same direction, smaller size (not zero).
+        Reduced = "reduced",
+        /// The position is gone.
+        Closed = "closed",
+        /// The position is gone and its last observed mark price was within
+        /// `EventKind::NEAR_LIQUIDATION_PCT` percent of its liquidation price.
+        ClosedNearLiquidation = "closed_near_liquidation",
+        /// The direction changed (long to short or short to long).
+        Flipped = "flipped",
+    }
+}
+
+impl EventKind {
+    /// The distance (percent of the mark price) from the liquidation price
+    /// within which a close counts as `closed_near_liquidation`.
+    pub const NEAR_LIQUIDATION_PCT: i64 = 2;
+}
+
 impl Interval {
     /// Nominal length in milliseconds (30 days for `1M`).
     pub const fn nominal_ms(self) -> i64 {

@@ -178,6 +178,45 @@ impl Keyset for LiquidityKey {
     }
 }
 
+/// History series: the start (epoch ms) of the last bucket served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BucketKey(pub i64);
+
+impl Keyset for BucketKey {
+    type Wire = i64;
+    fn to_wire(&self) -> Self::Wire {
+        self.0
+    }
+    fn from_wire(wire: Self::Wire) -> Option<Self> {
+        Some(BucketKey(wire))
+    }
+}
+
+/// Position events: the last item's `observedAt` (epoch ms), address and symbol.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventKey {
+    /// `observedAt` of the last item served, epoch ms.
+    pub at: i64,
+    /// Its address.
+    pub address: String,
+    /// Its symbol.
+    pub symbol: String,
+}
+
+impl Keyset for EventKey {
+    type Wire = (i64, String, String);
+    fn to_wire(&self) -> Self::Wire {
+        (self.at, self.address.clone(), self.symbol.clone())
+    }
+    fn from_wire((at, address, symbol): Self::Wire) -> Option<Self> {
+        Some(EventKey {
+            at,
+            address,
+            symbol,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +246,12 @@ mod tests {
         });
         roundtrip(LiquidityKey {
             date: time::macros::date!(2026 - 11 - 22),
+            symbol: "xyz:TSLA".into(),
+        });
+        roundtrip(BucketKey(1_795_305_600_000));
+        roundtrip(EventKey {
+            at: 1_795_305_600_000,
+            address: "0xab".into(),
             symbol: "xyz:TSLA".into(),
         });
     }

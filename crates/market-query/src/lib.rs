@@ -2,12 +2,14 @@
 #![warn(missing_docs)]
 
 pub mod cursor;
+pub mod history;
 pub mod pages;
 pub mod strict;
 
 use std::hash::{Hash, Hasher};
 
-pub use cursor::{Cursors, Keyset, LiquidityKey, Paging};
+pub use cursor::{BucketKey, Cursors, EventKey, Keyset, LiquidityKey, Paging};
+pub use history::{wallet_detail, EventsRequest, HistoryRequest, RECENT_EVENTS};
 pub use pages::{
     check_network, market_order, resolve_asset, with_items, CandlesRequest, LiquidityRequest,
     PositionsPage, WalletsPage,

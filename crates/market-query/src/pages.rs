@@ -105,18 +105,20 @@ impl<'a> PositionsPage<'a> {
         q: &PositionsQuery,
     ) -> Result<Self, QueryError> {
         let symbol = &snapshot.market(market).symbol;
-        let paging: Paging<PositionKey> = Paging::new(
-            &[
-                "whale-positions",
-                symbol,
-                q.direction.map_or("", Direction::as_str),
-            ],
-            q.cursor.as_deref(),
-            q.limit.get(),
-        )?;
+        let min_value = q.min_value.as_ref().map(|m| m.0.to_string());
+        // Without minValue the fingerprint is what it was before the filter
+        // existed, so earlier cursors stay valid.
+        let mut parts = vec![
+            "whale-positions",
+            symbol,
+            q.direction.map_or("", Direction::as_str),
+        ];
+        parts.extend(min_value.as_deref());
+        let paging: Paging<PositionKey> = Paging::new(&parts, q.cursor.as_deref(), q.limit.get())?;
         let keyed = snapshot.positions_page(
             market,
             q.direction,
+            q.min_value.as_ref().map(|m| &m.0 .0),
             paging.after.as_ref(),
             paging.limit as usize,
         );

@@ -52,6 +52,7 @@ fn apply(c: &mut Criterion) {
         observed_at: m.observed_at,
         markets: m.markets.clone(),
         current_days: m.current_days.clone(),
+        cohorts: m.cohorts.clone(),
         coverage: coverage_of(&m),
         wallets: m
             .wallets

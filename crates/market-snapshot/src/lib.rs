@@ -7,5 +7,5 @@ pub mod snapshot;
 pub use rendered::RenderedPosition;
 pub use snapshot::{
     AssetLookup, Changes, ItemKey, JsonItems, KeyedPage, Page, PositionKey, Snapshot, WalletKey,
-    WalletOrder,
+    WalletOrder, WalletView,
 };

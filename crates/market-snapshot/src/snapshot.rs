@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use bigdecimal::BigDecimal;
 use market_model::{
-    Coverage, Direction, LiquidityDay, Market, MarketList, MarketPosition, MarketSort,
-    NetworkCoverage, SizeClass, SortOrder, Wallet, WalletDirection, WalletSort,
+    Coverage, Direction, LiquidityDay, Market, MarketCohorts, MarketList, MarketPosition,
+    MarketSort, NetworkCoverage, SizeClass, SortOrder, Wallet, WalletDirection, WalletSort,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -72,6 +72,8 @@ pub struct Changes {
     pub markets: Vec<Market>,
     /// The `current` liquidity day of every market of the new version.
     pub current_days: Vec<LiquidityDay>,
+    /// The size-class cohorts of every market of the new version.
+    pub cohorts: Vec<MarketCohorts>,
     /// The new version's coverage report, as its writer computed it.
     pub coverage: NetworkCoverage,
     /// Wallets that are new or changed, whole.
@@ -169,6 +171,15 @@ pub struct ItemKey<'a> {
     pub value: Option<String>,
     /// The address.
     pub address: &'a str,
+}
+
+/// A served wallet: its rendered item and its positions.
+#[derive(Debug)]
+pub struct WalletView<'a> {
+    /// The wallet's JSON object.
+    pub wallet: &'a [u8],
+    /// Its positions' JSON objects.
+    pub positions: Page<'a>,
 }
 
 /// A page of rendered items with the keys of its last item.
@@ -396,13 +407,17 @@ struct MarketsPart {
     current_day_symbols: Vec<String>,
     /// The rendered `NetworkCoverage`.
     coverage_json: Vec<u8>,
+    /// The rendered `MarketCohorts` by market index.
+    cohorts_json: JsonItems,
 }
 
 impl MarketsPart {
     fn new(
         mut markets: Vec<Market>,
         mut current_days: Vec<LiquidityDay>,
+        cohorts: Vec<MarketCohorts>,
         coverage: &NetworkCoverage,
+        observed_at: OffsetDateTime,
     ) -> MarketsPart {
         markets.sort_by(|a, b| a.symbol.cmp(&b.symbol));
         current_days.sort_by(|a, b| a.network_asset_symbol.cmp(&b.network_asset_symbol));
@@ -450,6 +465,22 @@ impl MarketsPart {
         for d in &current_days {
             current_json.push(d);
         }
+        // A version written before cohorts were stored has none: its
+        // markets answer with no cohort rather than with made-up zeros.
+        let mut cohorts_by_symbol: HashMap<String, MarketCohorts> =
+            cohorts.into_iter().map(|c| (c.symbol.clone(), c)).collect();
+        let mut cohorts_json = JsonItems::default();
+        for m in &markets {
+            let c = cohorts_by_symbol
+                .remove(&m.symbol)
+                .unwrap_or_else(|| MarketCohorts {
+                    symbol: m.symbol.clone(),
+                    observed_at,
+                    items: Vec::new(),
+                    coverage: Coverage::ScannedWallets,
+                });
+            cohorts_json.push(&c);
+        }
         MarketsPart {
             markets,
             market_json,
@@ -462,12 +493,14 @@ impl MarketsPart {
                 .map(|d| d.network_asset_symbol)
                 .collect(),
             coverage_json: serde_json::to_vec(coverage).expect("model types serialize"),
+            cohorts_json,
         }
     }
 
     fn heap_bytes(&self) -> usize {
         self.market_json.heap_bytes()
             + self.current_days.heap_bytes()
+            + self.cohorts_json.heap_bytes()
             + self.market_lists.values().map(Vec::capacity).sum::<usize>()
             + self.coverage_json.capacity()
     }
@@ -484,6 +517,24 @@ pub struct Snapshot {
     /// By market index.
     positions: Vec<Arc<MarketPositions>>,
     wallets: Wallets,
+    /// Each wallet slot's positions on every market, by value descending
+    /// then symbol (the items of `positions`, shared).
+    by_wallet: Vec<WalletPositions>,
+}
+
+/// One wallet's position items.
+type WalletPositions = Arc<[Arc<PositionItem>]>;
+
+/// Each slot's positions from `lists` (per slot, in market order), sorted by
+/// value descending; the sort is stable, so equal values stay in symbol order.
+fn wallet_positions(lists: Vec<Vec<Arc<PositionItem>>>) -> Vec<WalletPositions> {
+    lists
+        .into_iter()
+        .map(|mut l| {
+            l.sort_by(|a, b| b.value.cmp(&a.value));
+            l.into()
+        })
+        .collect()
 }
 
 fn render<T: Serialize>(item: &T) -> Box<[u8]> {
@@ -755,9 +806,10 @@ impl Snapshot {
             wallets,
             positions,
             current_days,
+            cohorts,
             freshness: _,
         } = data;
-        let part = MarketsPart::new(markets, current_days, &coverage);
+        let part = MarketsPart::new(markets, current_days, cohorts, &coverage, observed_at);
         // Two parts of references (moving a million model structs cost more
         // than indexing them).
         let parts = positions.chunks(positions.len().div_ceil(2).max(1));
@@ -776,9 +828,10 @@ impl Snapshot {
             wallets,
             positions,
             current_days,
+            cohorts,
             freshness: _,
         } = data;
-        let part = MarketsPart::new(markets, current_days, &coverage);
+        let part = MarketsPart::new(markets, current_days, cohorts, &coverage, observed_at);
         Snapshot::build_from(version, observed_at, part, wallets, positions)
     }
 
@@ -856,12 +909,19 @@ impl Snapshot {
             }
             (positions.join().expect("building positions"), index)
         });
+        let mut lists: Vec<Vec<Arc<PositionItem>>> = vec![Vec::new(); index.slots.len()];
+        for m in &positions {
+            for p in &m.all {
+                lists[p.wallet as usize].push(p.clone());
+            }
+        }
         Snapshot {
             version,
             observed_at,
             part,
             positions,
             wallets: index,
+            by_wallet: wallet_positions(lists),
         }
     }
 
@@ -874,12 +934,13 @@ impl Snapshot {
             observed_at,
             markets,
             current_days,
+            cohorts,
             coverage,
             mut wallets,
             positions,
             removed,
         } = changes;
-        let part = MarketsPart::new(markets, current_days, &coverage);
+        let part = MarketsPart::new(markets, current_days, cohorts, &coverage, observed_at);
 
         // Free the slots of changed and removed wallets, then fill slots
         // (reusing freed ones) with the new items.
@@ -947,7 +1008,13 @@ impl Snapshot {
                 .into_iter()
                 .map(without_keys)
                 .collect();
-                part.markets
+                // The changed wallets' lists, in market order.
+                let mut lists: HashMap<u32, Vec<Arc<PositionItem>>> = HashMap::new();
+                for p in grouped.iter().flatten() {
+                    lists.entry(p.wallet).or_default().push(p.clone());
+                }
+                let positions = part
+                    .markets
                     .iter()
                     .zip(grouped)
                     .map(|(m, new)| {
@@ -973,7 +1040,8 @@ impl Snapshot {
                             ))),
                         }
                     })
-                    .collect::<Vec<_>>()
+                    .collect::<Vec<_>>();
+                (positions, lists)
             });
             // Each order's unfiltered list is patched (a binary search per
             // added wallet); its filtered lists are derived from it.
@@ -991,13 +1059,26 @@ impl Snapshot {
             }
             (positions.join().expect("patching positions"), orders)
         });
+        let (positions, mut lists) = positions;
         index.orders = orders;
+        let mut by_wallet = self.by_wallet.clone();
+        by_wallet.resize_with(index.slots.len(), || Arc::from(Vec::new()));
+        for (slot, g) in gone.iter().enumerate() {
+            if *g {
+                by_wallet[slot] = Arc::from(Vec::new());
+            }
+        }
+        for slot in &added {
+            let list = lists.remove(slot).unwrap_or_default();
+            by_wallet[*slot as usize] = wallet_positions(vec![list]).remove(0);
+        }
         Snapshot {
             version,
             observed_at,
             part,
             positions,
             wallets: index,
+            by_wallet,
         }
     }
 
@@ -1099,11 +1180,13 @@ impl Snapshot {
         self.observed_at.date()
     }
 
-    /// A page of a market's positions after `after`, by value descending then address.
+    /// A page of a market's positions after `after`, by value descending
+    /// then address; with `min_value`, only positions worth at least that.
     pub fn positions_page(
         &self,
         market: usize,
         direction: Option<Direction>,
+        min_value: Option<&BigDecimal>,
         after: Option<&PositionKey>,
         limit: usize,
     ) -> KeyedPage<'_> {
@@ -1113,8 +1196,14 @@ impl Snapshot {
             Some(Direction::Long) => Some(a.long.as_slice()),
             Some(Direction::Short) => Some(a.short.as_slice()),
         };
-        let len = subset.map_or(a.all.len(), <[u32]>::len);
         let at = |k: usize| -> &PositionItem { &a.all[subset.map_or(k, |s| s[k] as usize)] };
+        let len = subset.map_or(a.all.len(), <[u32]>::len);
+        // Sorted by value descending: the positions worth at least the
+        // minimum are a prefix.
+        let len = min_value.map_or(len, |min| {
+            let min = SortKey::new(min);
+            partition(len, |k| at(k).value >= min)
+        });
         let start = after.map_or(0, |key| {
             let value = SortKey::new(&key.value);
             partition(len, |k| {
@@ -1180,6 +1269,26 @@ impl Snapshot {
             }),
         };
         (page, list.len())
+    }
+
+    /// The rendered cohorts of market `index`.
+    pub fn cohorts_json(&self, index: usize) -> &[u8] {
+        self.part.cohorts_json.item(index)
+    }
+
+    /// A wallet's rendered item and its positions' rendered items (by value
+    /// descending, then symbol), or `None` when it is not served.
+    pub fn wallet_view(&self, address: &str) -> Option<WalletView<'_>> {
+        let slot = self.wallets.find(address)?;
+        let positions = &self.by_wallet[slot as usize];
+        Some(WalletView {
+            wallet: &self.wallets.item(slot).json,
+            positions: Page {
+                parts: positions.iter().map(|p| &*p.json).collect(),
+                len: positions.len(),
+                has_more: false,
+            },
+        })
     }
 
     /// Number of wallets.
@@ -1280,7 +1389,7 @@ mod tests {
             let mut seen: Vec<MarketPosition> = Vec::new();
             let mut after: Option<PositionKey> = None;
             loop {
-                let page = s.positions_page(btc, direction, after.as_ref(), 7);
+                let page = s.positions_page(btc, direction, None, after.as_ref(), 7);
                 let got: Vec<MarketPosition> = items(&page.page);
                 assert!(seen.len() <= m.positions.len(), "paging does not end");
                 let last = page.last.unwrap();
@@ -1506,11 +1615,18 @@ mod tests {
             ));
         }
         for m in 0..s.asset_count() {
-            for direction in [None, Some(Direction::Long), Some(Direction::Short)] {
+            out.push(String::from_utf8(s.cohorts_json(m).to_vec()).unwrap());
+            let min = BigDecimal::from(5000);
+            for (direction, min) in [
+                (None, None),
+                (Some(Direction::Long), None),
+                (Some(Direction::Short), None),
+                (None, Some(&min)),
+            ] {
                 let mut after = None;
                 for pages in 0.. {
                     assert!(pages <= s.counts().0, "paging does not end");
-                    let page = s.positions_page(m, direction, after.as_ref(), 3);
+                    let page = s.positions_page(m, direction, min, after.as_ref(), 3);
                     let mut json = Vec::new();
                     page.page.write_items(&mut json);
                     out.push(String::from_utf8(json).unwrap());
@@ -1523,6 +1639,12 @@ mod tests {
                     });
                 }
             }
+        }
+        for &slot in &s.wallets.by_address {
+            let view = s.wallet_view(s.wallets.address(slot)).unwrap();
+            let mut json = view.wallet.to_vec();
+            view.positions.write_items(&mut json);
+            out.push(String::from_utf8(json).unwrap());
         }
         for (sort, order) in sort_orders() {
             for (size, direction) in wallet_filters() {
@@ -1600,6 +1722,7 @@ mod tests {
             wallets: m.wallets.clone(),
             positions: out,
             current_days: m.current_days.clone(),
+            cohorts: m.cohorts.clone(),
             freshness: m.freshness.clone(),
         }
     }
@@ -1630,6 +1753,7 @@ mod tests {
             observed_at: b.observed_at,
             markets: b.markets.clone(),
             current_days: b.current_days.clone(),
+            cohorts: b.cohorts.clone(),
             coverage: market_engine::coverage::coverage_of(b),
             positions: changed
                 .iter()

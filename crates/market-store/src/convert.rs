@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::str::FromStr;
 
 use market_model::{
-    Candle, Coverage, Decimal, Direction, Kol, KolProfile, Level, LiquidityDay, LiquidityTotals,
-    Market, MarketPosition, SideTotal, SizeClass, Strategy, Wallet, WalletDirection,
+    Candle, Cohort, Coverage, Decimal, Direction, Kol, KolProfile, Level, LiquidityDay,
+    LiquidityTotals, Market, MarketCohorts, MarketPosition, SideTotal, SizeClass, Strategy, Wallet,
+    WalletDirection,
 };
 
 use crate::rows::*;
@@ -43,8 +44,13 @@ fn level_key(l: &Level) -> (String, DbDecimal, i64, DbDecimal, DbDecimal, DbDeci
 pub(crate) fn market_rows(
     version: i64,
     markets: &[Market],
+    cohorts: &[MarketCohorts],
     days: &[LiquidityDay],
 ) -> Vec<MarketRow> {
+    let cohorts: HashMap<&str, &[Cohort]> = cohorts
+        .iter()
+        .map(|c| (c.symbol.as_str(), c.items.as_slice()))
+        .collect();
     let sizes: HashMap<&str, &Decimal> = days
         .iter()
         .map(|d| (d.network_asset_symbol.as_str(), &d.bucket_size))
@@ -68,6 +74,10 @@ pub(crate) fn market_rows(
             bucket_size: sizes
                 .get(m.symbol.as_str())
                 .map_or_else(|| db(&Decimal::zero()), |s| db(s)),
+            cohorts: serde_json::to_string(
+                cohorts.get(m.symbol.as_str()).copied().unwrap_or_default(),
+            )
+            .expect("model types serialize"),
         })
         .collect()
 }
@@ -331,6 +341,15 @@ pub(crate) fn assemble_snapshot<P>(
     levels: Vec<CurrentLevelRow>,
 ) -> Result<LoadedSnapshot<P>, StoreError> {
     let mut bucket_sizes = Vec::with_capacity(markets.len());
+    let mut cohorts = Vec::with_capacity(markets.len());
+    for r in &markets {
+        cohorts.push(MarketCohorts {
+            symbol: r.symbol.clone(),
+            observed_at: meta.observed_at,
+            items: json("market cohorts", &r.cohorts)?,
+            coverage: Coverage::ScannedWallets,
+        });
+    }
     let markets: Vec<Market> = markets
         .into_iter()
         .map(|r| {
@@ -389,6 +408,7 @@ pub(crate) fn assemble_snapshot<P>(
         wallets,
         positions,
         current_days,
+        cohorts,
         freshness: None,
     })
 }

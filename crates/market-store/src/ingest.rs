@@ -165,7 +165,7 @@ impl Store {
         let conn: &mut DbConnection = &mut pooled;
         conn.transaction(|conn| {
             write_days_and_candles(conn, scan.frozen_days, scan.candles, progress)?;
-            let version = insert_snapshot(conn, &scan.snapshot, progress)?;
+            let version = insert_snapshot(conn, self.retention(), &scan.snapshot, true, progress)?;
             prune_before(conn, version - 1)?;
             diesel::delete(scanned_wallets::table).execute(conn)?;
             insert_wallet_states(conn, scan.wallet_states, progress)?;

@@ -7,7 +7,8 @@
 
 use diesel::prelude::*;
 use market_model::{
-    Decimal, LiquidityDay, Market, MarketPosition, NetworkCoverage, Wallet, WalletFreshness,
+    Decimal, LiquidityDay, Market, MarketCohorts, MarketPosition, NetworkCoverage, Wallet,
+    WalletFreshness,
 };
 use time::OffsetDateTime;
 
@@ -160,6 +161,8 @@ pub struct PublishWrite<'a> {
     pub observed_at: OffsetDateTime,
     /// Every market, with aggregates over every served wallet.
     pub markets: &'a [Market],
+    /// The size-class cohorts of every market, over every served wallet.
+    pub cohorts: &'a [MarketCohorts],
     /// The `current` liquidity day of every market.
     pub current_days: &'a [LiquidityDay],
     /// Wallets served in this version (all of them, changed or not).
@@ -231,11 +234,26 @@ impl Store {
                     source: p.source,
                     observed_at: p.observed_at,
                     markets: p.markets,
+                    cohorts: p.cohorts,
                     current_days: p.current_days,
                     wallet_count: p.wallet_count,
                     position_count: p.position_count,
                 },
                 progress,
+            )?;
+            // Recorded against the rows still open: the previous observation.
+            crate::history::record(
+                conn,
+                self.retention(),
+                &crate::history::Observation {
+                    observed_at: p.observed_at,
+                    markets: p.markets,
+                    cohorts: p.cohorts,
+                    wallets: p.changed_wallets,
+                    positions: p.changed_positions,
+                    full: false,
+                    events: true,
+                },
             )?;
             let touched: Vec<&str> = p
                 .changed_wallets

@@ -46,6 +46,8 @@ pub struct MarketRow {
     pub short_liquidation_value: DbDecimal,
     pub total_liquidation_value: DbDecimal,
     pub bucket_size: DbDecimal,
+    /// JSON array of the market's `Cohort`s.
+    pub cohorts: String,
 }
 
 /// Inserted rows are open (`valid_to` NULL); loads select these columns only.

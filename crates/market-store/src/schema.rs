@@ -31,6 +31,7 @@ diesel::table! {
         short_liquidation_value -> Dec,
         total_liquidation_value -> Dec,
         bucket_size -> Dec,
+        cohorts -> Text,
     }
 }
 
@@ -228,5 +229,35 @@ diesel::table! {
         version -> BigInt,
         body -> Text,
         coverage -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    history_points (series, key, at) {
+        series -> Text,
+        key -> Text,
+        at -> BigInt,
+        body -> Text,
+    }
+}
+
+diesel::table! {
+    history_hourly (series, key, hour) {
+        series -> Text,
+        key -> Text,
+        hour -> BigInt,
+        at -> BigInt,
+        body -> Text,
+    }
+}
+
+diesel::table! {
+    position_events (at, address, symbol) {
+        at -> BigInt,
+        address -> Text,
+        symbol -> Text,
+        kind -> Text,
+        value_micro -> BigInt,
+        body -> Text,
     }
 }

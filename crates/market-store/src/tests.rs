@@ -212,11 +212,13 @@ fn write_dataset(store: &Store) -> i64 {
                     source: "test",
                     observed_at: datetime!(2026-11-22 01:02:03 UTC),
                     markets: &markets,
+                    cohorts: &[],
                     wallets: &wallets,
                     positions: &positions,
                     current_days: &current,
                 },
                 history_days: &history,
+                history: Default::default(),
                 candles: &[CandleBatch {
                     symbol: "BTC",
                     interval: Interval::H1,
@@ -383,6 +385,7 @@ fn positions_load_whole_across_the_split_reads() {
                     source: "test",
                     observed_at: datetime!(2026-11-22 01:02:03 UTC),
                     markets: &markets,
+                    cohorts: &[],
                     wallets: &wallets,
                     positions: &positions,
                     current_days: &[],
@@ -439,6 +442,7 @@ fn positions_read_for_serving_render_like_the_models() {
                     source: "test",
                     observed_at: datetime!(2026-11-22 01:02:03 UTC),
                     markets: &markets,
+                    cohorts: &[],
                     wallets: &wallets,
                     positions: &positions,
                     current_days: &[],
@@ -498,7 +502,7 @@ fn position_split_is_at_the_median_of_the_position_counts() {
                 ..market(s, "1")
             })
             .collect();
-        crate::convert::market_rows(1, &markets, &[])
+        crate::convert::market_rows(1, &markets, &[], &[])
     };
     assert_eq!(super::position_split(&[]), None);
     assert_eq!(super::position_split(&rows(&[("BTC", 5)])), None);
@@ -532,6 +536,7 @@ fn incremental_publishes_read_back_as_whole_versions() {
                     source: "test",
                     observed_at: datetime!(2026-11-22 01:00:00 UTC),
                     markets: &markets,
+                    cohorts: &[],
                     wallets: &wallets,
                     positions: &positions,
                     current_days: &[],
@@ -572,6 +577,7 @@ fn incremental_publishes_read_back_as_whole_versions() {
                         source: "track",
                         observed_at: datetime!(2026-11-22 01:01:00 UTC),
                         markets: &markets,
+                        cohorts: &[],
                         current_days: &[],
                         wallet_count: total_w,
                         position_count: total_p,
@@ -736,7 +742,207 @@ fn batch_sizes_follow_the_schema() {
     // The tables' widths: an upper bound of each inserted row's parameters
     // (the wallet rows leave out one column of the 21).
     assert_eq!(crate::columns_of::<candles::table>(), 9);
-    assert_eq!(crate::columns_of::<markets::table>(), 14);
+    assert_eq!(crate::columns_of::<markets::table>(), 15);
     assert_eq!(crate::columns_of::<wallets::table>(), 21);
     assert_eq!(crate::columns_of::<wallet_registry::table>(), 13);
+}
+
+/// Writes one full version of `positions` (wallets 0xaa and 0xbb) at `at`.
+fn write_at(store: &Store, at: time::OffsetDateTime, positions: &[MarketPosition]) -> i64 {
+    let markets = vec![market("BTC", "100"), market("ETH", "10")];
+    let wallets = vec![wallet("0xaa"), wallet("0xbb")];
+    store
+        .write_snapshot(
+            &SnapshotWrite {
+                source: "test",
+                observed_at: at,
+                markets: &markets,
+                cohorts: &[],
+                wallets: &wallets,
+                positions,
+                current_days: &[],
+            },
+            &mut |_, _, _| {},
+        )
+        .unwrap()
+}
+
+fn sized(address: &str, symbol: &str, direction: Direction, size: &str) -> MarketPosition {
+    MarketPosition {
+        direction,
+        size: d(size),
+        position_value: d(size),
+        ..position(address, symbol)
+    }
+}
+
+fn event_kinds(store: &Store, filter: &crate::EventFilter) -> Vec<(String, String, String)> {
+    store
+        .events(filter, None, 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| {
+            let v: serde_json::Value = serde_json::from_str(&e.json).unwrap();
+            (e.address, e.symbol, v["kind"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn consecutive_versions_derive_events_and_history() {
+    use crate::{EventFilter, Series};
+    use market_model::HistoryInterval;
+    for (store, _guard) in stores() {
+        let t0 = datetime!(2026-11-22 01:00:00 UTC);
+        let t1 = datetime!(2026-11-22 01:30:00 UTC);
+        let t2 = datetime!(2026-11-22 02:10:00 UTC);
+        write_at(
+            &store,
+            t0,
+            &[
+                sized("0xaa", "BTC", Direction::Long, "2"),
+                sized("0xaa", "ETH", Direction::Long, "5"),
+                sized("0xbb", "BTC", Direction::Short, "1"),
+            ],
+        );
+        // First observation: every position opened.
+        let first = event_kinds(&store, &EventFilter::default());
+        assert_eq!(first.len(), 3);
+        assert!(first.iter().all(|(_, _, k)| k == "opened"));
+        write_at(
+            &store,
+            t1,
+            &[
+                sized("0xaa", "BTC", Direction::Long, "3"),
+                sized("0xbb", "BTC", Direction::Long, "1"),
+                sized("0xbb", "ETH", Direction::Short, "4"),
+            ],
+        );
+        let second = event_kinds(
+            &store,
+            &EventFilter {
+                from: Some(crate::history::epoch_ms(t1)),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            second,
+            vec![
+                ("0xaa".into(), "BTC".into(), "increased".into()),
+                ("0xaa".into(), "ETH".into(), "closed".into()),
+                ("0xbb".into(), "BTC".into(), "flipped".into()),
+                ("0xbb".into(), "ETH".into(), "opened".into()),
+            ]
+        );
+        // Not the first observation any more.
+        let e = store
+            .events(
+                &EventFilter {
+                    address: Some("0xbb".into()),
+                    symbol: Some("ETH".into()),
+                    ..Default::default()
+                },
+                None,
+                10,
+            )
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&e[0].json).unwrap();
+        assert_eq!(v["firstObservation"], false);
+        assert_eq!(v["price"], "10");
+        // minValue is exact: values are the sizes here (1 to 5).
+        let big = event_kinds(
+            &store,
+            &EventFilter {
+                min_value: Some(d("3")),
+                ..Default::default()
+            },
+        );
+        assert_eq!(big.len(), 4, "{big:?}");
+        // Paging continues after the last key, newest first.
+        let page1 = store.events(&EventFilter::default(), None, 4).unwrap();
+        let last = page1.last().unwrap();
+        let page2 = store
+            .events(
+                &EventFilter::default(),
+                Some((last.at, &last.address, &last.symbol)),
+                10,
+            )
+            .unwrap();
+        assert_eq!(page1.len() + page2.len(), 7);
+        assert!(page1.iter().all(|e| e.at == crate::history::epoch_ms(t1)));
+
+        write_at(&store, t2, &[sized("0xaa", "BTC", Direction::Long, "3")]);
+        // 1h buckets: the last observation of each hour.
+        let h = store
+            .history(
+                Series::Market,
+                "BTC",
+                HistoryInterval::H1,
+                0,
+                i64::MAX / 2,
+                10,
+            )
+            .unwrap();
+        let times: Vec<i64> = h.iter().map(|b| b.time).collect();
+        let hour = crate::history::epoch_ms(t0);
+        assert_eq!(times, vec![hour, hour + 3_600_000]);
+        let first: serde_json::Value = serde_json::from_slice(&h[0].json).unwrap();
+        assert_eq!(first["time"], hour);
+        assert_eq!(first["observedAt"], "2026-11-22T01:30:00Z");
+        // 5m buckets read every observation.
+        let m = store
+            .history(
+                Series::Wallet,
+                "0xbb",
+                HistoryInterval::M5,
+                0,
+                i64::MAX / 2,
+                10,
+            )
+            .unwrap();
+        assert_eq!(m.len(), 3);
+        // The limit cuts buckets, not rows.
+        let one = store
+            .history(
+                Series::Market,
+                "BTC",
+                HistoryInterval::M5,
+                0,
+                i64::MAX / 2,
+                1,
+            )
+            .unwrap();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].time, hour);
+    }
+}
+
+#[test]
+fn retention_drops_old_points_and_keeps_hours() {
+    use crate::{Retention, Series};
+    use market_model::HistoryInterval;
+    for (store, _guard) in stores() {
+        let store = store.with_retention(Retention {
+            points_days: 1,
+            hourly_days: 3,
+        });
+        let t0 = datetime!(2026-11-18 00:00:00 UTC);
+        for day in 0..5 {
+            write_at(
+                &store,
+                t0 + time::Duration::days(day),
+                &[sized("0xaa", "BTC", Direction::Long, "2")],
+            );
+        }
+        let all = |interval| {
+            store
+                .history(Series::Market, "BTC", interval, 0, i64::MAX / 2, 100)
+                .unwrap()
+                .len()
+        };
+        // Hourly: today and the 3 days before; points: today and yesterday,
+        // and before them the hourly tier.
+        assert_eq!(all(HistoryInterval::H1), 4);
+        assert_eq!(all(HistoryInterval::M5), 4);
+    }
 }

@@ -725,6 +725,7 @@ impl Tracker {
                 source: "track",
                 observed_at: now,
                 markets: &materialized.markets,
+                cohorts: &materialized.cohorts,
                 current_days: &materialized.current_days,
                 wallet_count: materialized.wallets.len(),
                 position_count: materialized.positions.len(),

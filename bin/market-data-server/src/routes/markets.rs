@@ -2,10 +2,11 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use market_model::params::{
-    CandlesQuery, MarketPath, MarketsQuery, NetworkPath, NoQuery, PositionsQuery,
+    CandlesQuery, HistoryQuery, MarketPath, MarketsQuery, NetworkPath, NoQuery, PositionsQuery,
 };
-use market_model::{CandleSeries, MarketList, PositionList};
-use market_query::{CandlesRequest, PositionsPage};
+use market_model::{CandleSeries, MarketCohorts, MarketHistory, MarketList, PositionList};
+use market_query::{CandlesRequest, HistoryRequest, PositionsPage};
+use market_store::Series;
 
 use crate::error::{ApiError, Problem};
 use crate::http::{snapshot_bytes, versioned, ApiPath, StrictQuery};
@@ -85,7 +86,9 @@ pub async fn get_market(
 ///
 /// Open positions of scanned wallets in the asset (not only positions of one million USD or more; the
 /// path name is kept for compatibility), ordered by `positionValue` descending, ties by address ascending.
-/// Keyset-paged: pass `nextCursor` back as `cursor` with the same `direction`.
+/// `minValue` keeps only positions whose `positionValue` is at least that many USD (a whale filter, e.g.
+/// `minValue=1000000`). Keyset-paged: pass `nextCursor` back as `cursor` with the same `direction` and
+/// `minValue`.
 #[utoipa::path(
     get,
     path = "/networks/{network}/markets/{asset}/whale-positions",
@@ -94,7 +97,7 @@ pub async fn get_market(
     params(MarketPath, PositionsQuery),
     responses(
         (status = 200, description = "A page of positions.", body = PositionList, example = json!(example!("positions.json"))),
-        (status = 400, description = "Bad direction, limit, cursor or unknown parameter.", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Bad direction, minValue, limit, cursor or unknown parameter.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
     ),
     security(("apiKey" = []))
@@ -137,22 +140,123 @@ pub async fn list_candles(
     query: StrictQuery<CandlesQuery>,
     state: Data,
 ) -> Result<HttpResponse, ApiError> {
-    let now_ms = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
     let snapshot = state.snapshot();
     let index = market_query::resolve_asset(&snapshot, &path.asset)?;
-    let request = CandlesRequest::new(&snapshot.market(index).symbol, &query.0, now_ms)?;
+    let request = CandlesRequest::new(
+        &snapshot.market(index).symbol,
+        &query.0,
+        crate::http::now_ms(),
+    )?;
+    stored_page(&req, &state, &snapshot, request.key.clone(), move |store| {
+        request.render(store)
+    })
+    .await
+}
+
+/// Get a market's size-class cohorts.
+///
+/// The open positions of the asset grouped by the size class of their wallet (`shrimp`, `shark`, `whale`)
+/// and by side: count, position value, liquidation value, value-weighted average leverage and entry
+/// price, and unrealized PnL. Six items, each size class long then short. The counts sum to the market's
+/// `longCount`/`shortCount` and the liquidation values to its `longLiquidationValue`/`shortLiquidationValue`.
+#[utoipa::path(
+    get,
+    path = "/networks/{network}/markets/{asset}/cohorts",
+    operation_id = "getMarketCohorts",
+    tag = "history",
+    params(MarketPath, NoQuery),
+    responses(
+        (status = 200, description = "The cohorts.", body = MarketCohorts, example = json!(example!("cohorts.json"))),
+        (status = 400, description = "A query parameter was given (this endpoint takes none).", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn get_cohorts(
+    req: HttpRequest,
+    ApiPath(path): ApiPath<MarketPath>,
+    _query: StrictQuery<NoQuery>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    let snapshot = state.snapshot();
+    let index = market_query::resolve_asset(&snapshot, &path.asset)?;
+    Ok(versioned(
+        &req,
+        &snapshot,
+        market_query::identity(("cohorts", index)),
+        || snapshot_bytes(&snapshot, move |s| s.cohorts_json(index)),
+    ))
+}
+
+/// Get a market's history.
+///
+/// The market's figures over time, one item per bucket of `interval` (`5m`, `15m`, `1h` (default), `4h`,
+/// `1d`; aligned to UTC), oldest first. **A bucket shows the last observation in it**: the figures of the
+/// last data version written in that bucket (`observedAt` says when), not an average; buckets without an
+/// observation are left out. A bucket is served when its start is within `[from, to]`; `to` defaults to now
+/// and `from` to `to` minus `limit` intervals. Every data version is kept for 7 days and the last one of
+/// each hour for 365 days (both are writer flags), so `5m` and `15m` buckets older than 7 days show hourly
+/// observations. The last bucket shows the current market. Keyset-paged: pass `nextCursor` back as `cursor`
+/// with the same `interval`, `from` and `to`.
+#[utoipa::path(
+    get,
+    path = "/networks/{network}/markets/{asset}/history",
+    operation_id = "getMarketHistory",
+    tag = "history",
+    params(MarketPath, HistoryQuery),
+    responses(
+        (status = 200, description = "History buckets.", body = MarketHistory, example = json!(example!("market-history.json"))),
+        (status = 400, description = "Unknown interval, bad instant, limit or cursor, or unknown parameter.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn get_market_history(
+    req: HttpRequest,
+    ApiPath(path): ApiPath<MarketPath>,
+    query: StrictQuery<HistoryQuery>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    let snapshot = state.snapshot();
+    let index = market_query::resolve_asset(&snapshot, &path.asset)?;
+    let request = HistoryRequest::new(
+        Series::Market,
+        &snapshot.market(index).symbol,
+        &query.0,
+        crate::http::now_ms(),
+    )?;
+    stored_page(
+        &req,
+        &state,
+        &snapshot,
+        request.cache_key.clone(),
+        move |store| request.render(store),
+    )
+    .await
+}
+
+/// A response rendered from the database (blocking, on the thread pool),
+/// through the page cache of the served version.
+pub(crate) async fn stored_page(
+    req: &HttpRequest,
+    state: &Data,
+    snapshot: &std::sync::Arc<crate::state::Served>,
+    key: String,
+    render: impl FnOnce(&market_store::Store) -> Result<bytes::Bytes, market_query::QueryError>
+        + Send
+        + 'static,
+) -> Result<HttpResponse, ApiError> {
     let store = state.store.clone();
-    let key = request.key.clone();
     let body = state
         .page(snapshot.version, &key, async move {
-            web::block(move || request.render(&store))
+            web::block(move || render(&store))
                 .await?
                 .map_err(ApiError::from)
         })
         .await?;
     Ok(versioned(
-        &req,
-        &snapshot,
+        req,
+        snapshot,
         market_query::identity(&key),
         || body,
     ))

@@ -25,6 +25,7 @@ macro_rules! example {
     };
 }
 
+pub mod events;
 pub mod health;
 pub mod liquidity;
 pub mod markets;
@@ -124,6 +125,11 @@ pub static ENDPOINTS: LazyLock<Vec<Endpoint>> = LazyLock::new(|| {
             liquidity::list_liquidity_levels,
             markets::list_candles,
             networks::get_coverage,
+            markets::get_cohorts,
+            markets::get_market_history,
+            wallets::get_wallet,
+            wallets::get_wallet_history,
+            events::list_position_events,
         ],
         Root: [health::healthz, health::readyz],
     }

@@ -1,9 +1,13 @@
-//! The wallet list.
+//! Wallets: the list, one wallet and its history.
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use market_model::params::{NetworkPath, WalletsQuery};
-use market_model::WalletList;
-use market_query::WalletsPage;
+use market_model::params::{HistoryQuery, NetworkPath, NoQuery, WalletPath, WalletsQuery};
+use market_model::{WalletDetail, WalletHistory, WalletList, NETWORK_ID};
+use market_query::{HistoryRequest, WalletsPage};
+use market_snapshot::Snapshot;
+use market_store::Series;
+
+use super::markets::stored_page;
 
 use crate::error::{ApiError, Problem};
 use crate::http::{versioned, ApiPath, StrictQuery};
@@ -40,4 +44,97 @@ pub async fn list_wallets(
     let snapshot = state.snapshot();
     let page = WalletsPage::new(&snapshot, &query.0)?;
     Ok(versioned(&req, &snapshot, page.identity, || page.render()))
+}
+
+/// Get one wallet.
+///
+/// The wallet (the same object as a wallet-list item), its open positions on every dex (each the same object
+/// as a whale-positions item, by `positionValue` descending then symbol; their number is `wallet.positions`)
+/// and its 20 latest position events, newest first. `address` is `0x` and 40 hex digits in any case; answers
+/// spell it in lowercase. A wallet that is not served (never scanned, or no longer tracked) is a 404.
+#[utoipa::path(
+    get,
+    path = "/networks/{network}/wallets/{address}",
+    operation_id = "getWallet",
+    tag = "wallets",
+    params(WalletPath, NoQuery),
+    responses(
+        (status = 200, description = "The wallet, its positions and recent events.", body = WalletDetail, example = json!(example!("wallet.json"))),
+        (status = 400, description = "Malformed address, or a query parameter was given (this endpoint takes none).", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network, or a wallet that is not served.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn get_wallet(
+    req: HttpRequest,
+    ApiPath(path): ApiPath<WalletPath>,
+    _query: StrictQuery<NoQuery>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    let snapshot = state.snapshot();
+    let address = path.address.as_str().to_owned();
+    served_wallet(&snapshot, &address)?;
+    let served = snapshot.clone();
+    stored_page(
+        &req,
+        &state,
+        &snapshot,
+        format!("wallet|{address}"),
+        move |store| {
+            market_query::wallet_detail(store, &served, &address)
+                .map(|body| body.expect("the wallet is served in this version"))
+        },
+    )
+    .await
+}
+
+/// Get a wallet's history.
+///
+/// The wallet's account value, position values and unrealized PnL over time, one item per bucket of
+/// `interval` (`5m`, `15m`, `1h` (default), `4h`, `1d`; aligned to UTC), oldest first. A bucket shows the
+/// last observation of the wallet in it; a wallet is observed when a writer reads it (every scan, and each
+/// read of `track`), so buckets without a read are left out. Ranges, defaults, retention and paging work as
+/// in market history.
+#[utoipa::path(
+    get,
+    path = "/networks/{network}/wallets/{address}/history",
+    operation_id = "getWalletHistory",
+    tag = "history",
+    params(WalletPath, HistoryQuery),
+    responses(
+        (status = 200, description = "History buckets.", body = WalletHistory, example = json!(example!("wallet-history.json"))),
+        (status = 400, description = "Malformed address, unknown interval, bad instant, limit or cursor, or unknown parameter.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown network, or a wallet that is not served.", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("apiKey" = []))
+)]
+pub async fn get_wallet_history(
+    req: HttpRequest,
+    ApiPath(path): ApiPath<WalletPath>,
+    query: StrictQuery<HistoryQuery>,
+    state: Data,
+) -> Result<HttpResponse, ApiError> {
+    let snapshot = state.snapshot();
+    let address = path.address.as_str();
+    served_wallet(&snapshot, address)?;
+    let request = HistoryRequest::new(Series::Wallet, address, &query.0, crate::http::now_ms())?;
+    stored_page(
+        &req,
+        &state,
+        &snapshot,
+        request.cache_key.clone(),
+        move |store| request.render(store),
+    )
+    .await
+}
+
+/// A 404 unless `address` is served in `snapshot`.
+fn served_wallet(snapshot: &Snapshot, address: &str) -> Result<(), ApiError> {
+    if snapshot.wallet_view(address).is_some() {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!(
+            "Wallet {address} is not served: it was never scanned or is no longer tracked; GET /v1/networks/{NETWORK_ID}/wallets lists the wallets served."
+        )))
+    }
 }

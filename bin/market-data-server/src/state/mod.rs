@@ -44,6 +44,7 @@ fn empty_snapshot() -> Snapshot {
             wallets: Vec::new(),
             positions: Vec::new(),
             current_days: Vec::new(),
+            cohorts: Vec::new(),
             freshness: None,
         },
     )

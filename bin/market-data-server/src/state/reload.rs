@@ -153,6 +153,7 @@ impl AppState {
                         observed_at: meta.observed_at,
                         markets: c.markets,
                         current_days: c.current_days,
+                        cohorts: c.cohorts,
                         coverage: c.coverage,
                         wallets: c.wallets,
                         positions: c.positions,
@@ -175,6 +176,7 @@ impl AppState {
                         wallets: loaded.wallets,
                         positions: loaded.positions,
                         current_days: loaded.current_days,
+                        cohorts: loaded.cohorts,
                         freshness: loaded.freshness,
                     },
                 );

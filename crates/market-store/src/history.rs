@@ -1,0 +1,933 @@
+//! History: the market and wallet series and the position events that every
+//! writer records with each data version, their retention, and their reads.
+//!
+//! A series point is stored twice: in `history_points`, once per
+//! observation, kept for [`Retention::points`]; and in `history_hourly`, as
+//! the last observation of its UTC hour (each write replaces the hour's
+//! row), kept for [`Retention::hourly`]. Points are stored rendered (the
+//! JSON object without its leading `time` member), so a read concatenates
+//! them.
+
+use std::collections::{HashMap, HashSet};
+
+use bigdecimal::{BigDecimal, ToPrimitive};
+use diesel::prelude::*;
+use market_model::{
+    Cohort, Decimal, Direction, EventKind, HistoryInterval, Holding, Market, MarketCohorts,
+    MarketHistoryPoint, MarketPosition, PositionEvent, Wallet, WalletHistoryPoint,
+};
+use time::OffsetDateTime;
+
+use crate::schema::{history_hourly, history_points, position_events, positions, wallets};
+use crate::types::DbDecimal;
+use crate::{insert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
+
+const HOUR_MS: i64 = 3_600_000;
+const DAY_MS: i64 = 24 * HOUR_MS;
+/// Addresses per `IN (…)` list.
+const ADDRESS_CHUNK: usize = 500;
+
+/// How long history is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// Every observation (per publish).
+    pub points_days: u32,
+    /// The last observation of each hour, and position events.
+    pub hourly_days: u32,
+}
+
+impl Default for Retention {
+    /// 7 days of points, 365 days of hourly points and events.
+    fn default() -> Self {
+        Retention {
+            points_days: 7,
+            hourly_days: 365,
+        }
+    }
+}
+
+/// Which series a point belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Series {
+    /// A market, keyed by symbol.
+    Market,
+    /// A wallet, keyed by address.
+    Wallet,
+}
+
+impl Series {
+    fn as_str(self) -> &'static str {
+        match self {
+            Series::Market => "market",
+            Series::Wallet => "wallet",
+        }
+    }
+}
+
+/// Epoch milliseconds of `t`.
+pub fn epoch_ms(t: OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+/// A member of a point's JSON object, in the order its type serializes it.
+enum Member {
+    Leaf(&'static str),
+    Object(&'static str, &'static [Member]),
+}
+
+use Member::{Leaf, Object};
+
+const SPLIT: &[Member] = &[
+    Leaf("longCount"),
+    Leaf("shortCount"),
+    Leaf("longValue"),
+    Leaf("shortValue"),
+    Leaf("longLiquidationValue"),
+    Leaf("shortLiquidationValue"),
+];
+
+/// `MarketHistoryPoint` after `time`.
+const MARKET_POINT: &[Member] = &[
+    Leaf("observedAt"),
+    Leaf("price"),
+    Leaf("openInterest"),
+    Leaf("funding"),
+    Leaf("volume24h"),
+    Leaf("longCount"),
+    Leaf("shortCount"),
+    Leaf("longShortRatio"),
+    Leaf("longValue"),
+    Leaf("shortValue"),
+    Leaf("longLiquidationValue"),
+    Leaf("shortLiquidationValue"),
+    Object(
+        "bySizeClass",
+        &[
+            Object("shrimp", SPLIT),
+            Object("shark", SPLIT),
+            Object("whale", SPLIT),
+        ],
+    ),
+];
+
+/// `WalletHistoryPoint` after `time`.
+const WALLET_POINT: &[Member] = &[
+    Leaf("observedAt"),
+    Leaf("accountTotalValue"),
+    Leaf("totalPositionValue"),
+    Leaf("longValue"),
+    Leaf("shortValue"),
+    Leaf("uPnl"),
+];
+
+impl Series {
+    fn members(self) -> &'static [Member] {
+        match self {
+            Series::Market => MARKET_POINT,
+            Series::Wallet => WALLET_POINT,
+        }
+    }
+}
+
+/// The stored form of a point: its JSON values without member names (an
+/// object becomes an array of its values), and without `time` (the bucket
+/// start is added when served). Half the bytes of the object, per row of a
+/// table that grows every minute.
+fn body_of<T: serde::Serialize>(series: Series, point: &T) -> String {
+    fn compact(value: &serde_json::Value, members: &[Member]) -> serde_json::Value {
+        let object = value.as_object().expect("points serialize as objects");
+        serde_json::Value::Array(
+            members
+                .iter()
+                .map(|m| match m {
+                    Leaf(name) => object[*name].clone(),
+                    Object(name, inner) => compact(&object[*name], inner),
+                })
+                .collect(),
+        )
+    }
+    let value = serde_json::to_value(point).expect("model types serialize");
+    compact(&value, series.members()).to_string()
+}
+
+/// Writes the JSON object of a stored body with `time` first.
+fn expand(series: Series, time: i64, body: &str, out: &mut Vec<u8>) -> Result<(), StoreError> {
+    fn write(value: &serde_json::Value, members: &[Member], out: &mut Vec<u8>) -> Option<()> {
+        let values = value.as_array()?;
+        if values.len() != members.len() {
+            return None;
+        }
+        for (i, (m, v)) in members.iter().zip(values).enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let (Leaf(name) | Object(name, _)) = m;
+            out.push(b'"');
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b"\":");
+            match m {
+                Leaf(_) => serde_json::to_writer(&mut *out, v).ok()?,
+                Object(_, inner) => {
+                    out.push(b'{');
+                    write(v, inner, out)?;
+                    out.push(b'}');
+                }
+            }
+        }
+        Some(())
+    }
+    let value: serde_json::Value = serde_json::from_str(body)
+        .map_err(|e| StoreError::Corrupt(format!("history point: {e}")))?;
+    out.extend_from_slice(b"{\"time\":");
+    out.extend_from_slice(time.to_string().as_bytes());
+    out.push(b',');
+    write(&value, series.members(), out)
+        .ok_or_else(|| StoreError::Corrupt("history point of another shape".into()))?;
+    out.push(b'}');
+    Ok(())
+}
+
+/// One stored point, ready to write.
+#[derive(Insertable, Clone)]
+#[diesel(table_name = history_points)]
+struct PointRow {
+    series: &'static str,
+    key: String,
+    at: i64,
+    body: String,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = history_hourly)]
+struct HourlyRow {
+    series: &'static str,
+    key: String,
+    hour: i64,
+    at: i64,
+    body: String,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = position_events)]
+struct EventRow {
+    at: i64,
+    address: String,
+    symbol: String,
+    kind: &'static str,
+    value_micro: i64,
+    body: String,
+}
+
+/// One observation, as a writer records it.
+pub(crate) struct Observation<'a> {
+    pub observed_at: OffsetDateTime,
+    pub markets: &'a [Market],
+    pub cohorts: &'a [MarketCohorts],
+    /// The wallets written by this version (every served wallet for a full write).
+    pub wallets: &'a [Wallet],
+    /// Every open position of those wallets.
+    pub positions: &'a [MarketPosition],
+    /// Whether `wallets` is every served wallet (else: the changed ones).
+    pub full: bool,
+    /// Whether to derive position events against the open rows.
+    pub events: bool,
+}
+
+/// Records an observation: its market and wallet points and, when asked,
+/// the position events against the rows still open (so it runs before the
+/// writer closes them). Then applies retention.
+pub(crate) fn record(
+    conn: &mut DbConnection,
+    retention: Retention,
+    obs: &Observation<'_>,
+) -> Result<(), StoreError> {
+    let at = epoch_ms(obs.observed_at);
+    let cohorts: HashMap<&str, &[Cohort]> = obs
+        .cohorts
+        .iter()
+        .map(|c| (c.symbol.as_str(), c.items.as_slice()))
+        .collect();
+    let mut points: Vec<PointRow> = obs
+        .markets
+        .iter()
+        .map(|m| {
+            let c = cohorts.get(m.symbol.as_str()).copied().unwrap_or_default();
+            PointRow {
+                series: Series::Market.as_str(),
+                key: m.symbol.clone(),
+                at,
+                body: body_of(
+                    Series::Market,
+                    &MarketHistoryPoint::observe(0, obs.observed_at, m, c),
+                ),
+            }
+        })
+        .collect();
+    let mut upnl: HashMap<&str, BigDecimal> = HashMap::new();
+    for p in obs.positions {
+        *upnl.entry(p.address.as_str()).or_default() += &p.u_pnl.0;
+    }
+    points.extend(obs.wallets.iter().map(|w| {
+        let u = upnl.remove(w.address.as_str()).unwrap_or_default();
+        PointRow {
+            series: Series::Wallet.as_str(),
+            key: w.address.clone(),
+            at,
+            body: body_of(
+                Series::Wallet,
+                &WalletHistoryPoint::observe(0, obs.observed_at, w, Decimal(u)),
+            ),
+        }
+    }));
+    write_points(conn, at, &points)?;
+    if obs.events {
+        let events = derive_events(conn, obs)?;
+        write_events(conn, &events)?;
+    }
+    prune(conn, retention, at)
+}
+
+/// Writes the points of one observation (they share `at`) to both tiers:
+/// `history_points`, and the hour's row of `history_hourly`, which a later
+/// observation replaces. Delete-then-insert keeps one statement shape for
+/// both backends (Diesel has no multi-row upsert on SQLite).
+fn write_points(conn: &mut DbConnection, at: i64, points: &[PointRow]) -> Result<(), StoreError> {
+    let hour = at - at.rem_euclid(HOUR_MS);
+    let mut quiet = |_: &str, _: usize, _: usize| {};
+    for series in [Series::Market, Series::Wallet] {
+        let rows: Vec<&PointRow> = points
+            .iter()
+            .filter(|p| p.series == series.as_str())
+            .collect();
+        for chunk in rows.chunks(ADDRESS_CHUNK) {
+            let keys: Vec<&str> = chunk.iter().map(|p| p.key.as_str()).collect();
+            diesel::delete(
+                history_points::table
+                    .filter(history_points::series.eq(series.as_str()))
+                    .filter(history_points::at.eq(at))
+                    .filter(history_points::key.eq_any(&keys)),
+            )
+            .execute(conn)?;
+            diesel::delete(
+                history_hourly::table
+                    .filter(history_hourly::series.eq(series.as_str()))
+                    .filter(history_hourly::hour.eq(hour))
+                    .filter(history_hourly::at.le(at))
+                    .filter(history_hourly::key.eq_any(&keys)),
+            )
+            .execute(conn)?;
+            let point_rows: Vec<PointRow> = chunk.iter().map(|p| (*p).clone()).collect();
+            insert_chunked!(
+                conn,
+                history_points::table,
+                &point_rows,
+                "history points",
+                &mut quiet
+            );
+            // An hour already holding a later observation (a writer that
+            // went back in time) keeps it.
+            let kept: HashSet<String> = history_hourly::table
+                .filter(history_hourly::series.eq(series.as_str()))
+                .filter(history_hourly::hour.eq(hour))
+                .filter(history_hourly::key.eq_any(&keys))
+                .select(history_hourly::key)
+                .load(conn)?
+                .into_iter()
+                .collect();
+            let hourly: Vec<HourlyRow> = chunk
+                .iter()
+                .filter(|p| !kept.contains(&p.key))
+                .map(|p| HourlyRow {
+                    series: p.series,
+                    key: p.key.clone(),
+                    hour,
+                    at,
+                    body: p.body.clone(),
+                })
+                .collect();
+            insert_chunked!(
+                conn,
+                history_hourly::table,
+                &hourly,
+                "hourly history",
+                &mut quiet
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Writes events; an event with the same keys (an observation written
+/// again at the same instant) is replaced.
+fn write_events(conn: &mut DbConnection, events: &[PositionEvent]) -> Result<(), StoreError> {
+    let rows: Vec<EventRow> = events
+        .iter()
+        .map(|e| EventRow {
+            at: epoch_ms(e.observed_at),
+            address: e.address.clone(),
+            symbol: e.symbol.clone(),
+            kind: e.kind.as_str(),
+            value_micro: value_micro(&e.previous_value.0.clone().max(e.value.0.clone())),
+            body: serde_json::to_string(e).expect("model types serialize"),
+        })
+        .collect();
+    let mut by_at: HashMap<i64, Vec<&str>> = HashMap::new();
+    for r in &rows {
+        by_at.entry(r.at).or_default().push(r.address.as_str());
+    }
+    for (at, mut addresses) in by_at {
+        addresses.sort_unstable();
+        addresses.dedup();
+        for chunk in addresses.chunks(ADDRESS_CHUNK) {
+            diesel::delete(
+                position_events::table
+                    .filter(position_events::at.eq(at))
+                    .filter(position_events::address.eq_any(chunk)),
+            )
+            .execute(conn)?;
+        }
+    }
+    let mut quiet = |_: &str, _: usize, _: usize| {};
+    insert_chunked!(
+        conn,
+        position_events::table,
+        &rows,
+        "position events",
+        &mut quiet
+    );
+    Ok(())
+}
+
+/// `floor(value × 10^6)`, saturating: the indexed form of an event's value.
+fn value_micro(value: &BigDecimal) -> i64 {
+    (value * BigDecimal::from(1_000_000))
+        .with_scale_round(0, bigdecimal::RoundingMode::Floor)
+        .to_i64()
+        .unwrap_or(i64::MAX)
+}
+
+/// An open position row, as events compare it.
+#[derive(Queryable)]
+struct OpenRow {
+    address: String,
+    symbol: String,
+    direction: String,
+    size: DbDecimal,
+    position_value: DbDecimal,
+    mark_price: DbDecimal,
+    liq_price: Option<DbDecimal>,
+}
+
+/// The events between the open rows of the written wallets and their new
+/// positions. Wallets that were not served before are `firstObservation`;
+/// wallets no longer served get no event (they are not tracked, which says
+/// nothing of their positions).
+fn derive_events(
+    conn: &mut DbConnection,
+    obs: &Observation<'_>,
+) -> Result<Vec<PositionEvent>, StoreError> {
+    let select = (
+        positions::address,
+        positions::symbol,
+        positions::direction,
+        positions::size,
+        positions::position_value,
+        positions::mark_price,
+        positions::liq_price,
+    );
+    let mut open: Vec<OpenRow> = Vec::new();
+    let mut served: HashSet<String> = HashSet::new();
+    if obs.full {
+        open = positions::table
+            .filter(positions::valid_to.is_null())
+            .select(select)
+            .load(conn)?;
+        served.extend(
+            wallets::table
+                .filter(wallets::valid_to.is_null())
+                .select(wallets::address)
+                .load::<String>(conn)?,
+        );
+    } else {
+        let addresses: Vec<&str> = obs.wallets.iter().map(|w| w.address.as_str()).collect();
+        for chunk in addresses.chunks(ADDRESS_CHUNK) {
+            open.extend(
+                positions::table
+                    .filter(positions::valid_to.is_null())
+                    .filter(positions::address.eq_any(chunk))
+                    .select(select)
+                    .load::<OpenRow>(conn)?,
+            );
+            served.extend(
+                wallets::table
+                    .filter(wallets::valid_to.is_null())
+                    .filter(wallets::address.eq_any(chunk))
+                    .select(wallets::address)
+                    .load::<String>(conn)?,
+            );
+        }
+    }
+    let written: HashMap<&str, &Wallet> = obs
+        .wallets
+        .iter()
+        .map(|w| (w.address.as_str(), w))
+        .collect();
+    let prices: HashMap<&str, &Decimal> = obs
+        .markets
+        .iter()
+        .map(|m| (m.symbol.as_str(), &m.price))
+        .collect();
+    let mut before: HashMap<(&str, &str), &OpenRow> = open
+        .iter()
+        .filter(|r| written.contains_key(r.address.as_str()))
+        .map(|r| ((r.address.as_str(), r.symbol.as_str()), r))
+        .collect();
+    let mut events = Vec::new();
+    let event =
+        |w: &Wallet, symbol: &str, prev: Option<&OpenRow>, next: Option<&MarketPosition>| {
+            let prev_holding = prev.map(|r| -> Result<Holding, StoreError> {
+                Ok(Holding {
+                    direction: crate::convert::parse::<Direction>("direction", &r.direction)?,
+                    size: Decimal::from(r.size.clone()),
+                })
+            });
+            let prev_holding = prev_holding.transpose()?;
+            let next_holding = next.map(|p| Holding {
+                direction: p.direction,
+                size: p.size.clone(),
+            });
+            let near = prev.is_some_and(|r| {
+                market_model::history::near_liquidation(
+                    &Decimal::from(r.mark_price.clone()),
+                    r.liq_price.clone().map(Decimal::from).as_ref(),
+                )
+            });
+            let Some(kind) =
+                market_model::history::classify(prev_holding.as_ref(), next_holding.as_ref(), near)
+            else {
+                return Ok::<_, StoreError>(None);
+            };
+            let price = match (prices.get(symbol), next, prev) {
+                (Some(p), _, _) => (*p).clone(),
+                (None, Some(n), _) => n.mark_price.clone(),
+                (None, None, Some(r)) => Decimal::from(r.mark_price.clone()),
+                (None, None, None) => Decimal::zero(),
+            };
+            Ok(Some(PositionEvent {
+                observed_at: obs.observed_at,
+                address: w.address.clone(),
+                label: w.label.clone(),
+                tags: w.tags.clone(),
+                symbol: symbol.to_owned(),
+                kind,
+                first_observation: !served.contains(&w.address),
+                previous_direction: prev_holding.as_ref().map(|h| h.direction),
+                direction: next_holding.as_ref().map(|h| h.direction),
+                previous_size: prev_holding.map_or_else(Decimal::zero, |h| h.size),
+                size: next_holding.map_or_else(Decimal::zero, |h| h.size),
+                previous_value: prev
+                    .map_or_else(Decimal::zero, |r| Decimal::from(r.position_value.clone())),
+                value: next.map_or_else(Decimal::zero, |p| p.position_value.clone()),
+                price,
+                previous_liq_price: prev.and_then(|r| r.liq_price.clone().map(Decimal::from)),
+            }))
+        };
+    for p in obs.positions {
+        let Some(w) = written.get(p.address.as_str()) else {
+            continue;
+        };
+        let prev = before.remove(&(p.address.as_str(), p.symbol.as_str()));
+        events.extend(event(w, &p.symbol, prev, Some(p))?);
+    }
+    let mut closed: Vec<_> = before.into_values().collect();
+    closed.sort_by(|a, b| (&a.address, &a.symbol).cmp(&(&b.address, &b.symbol)));
+    for r in closed {
+        let w = written[r.address.as_str()];
+        events.extend(event(w, &r.symbol, Some(r), None)?);
+    }
+    Ok(events)
+}
+
+/// Deletes what retention no longer keeps, as of `at`.
+fn prune(conn: &mut DbConnection, retention: Retention, at: i64) -> Result<(), StoreError> {
+    let points_from = at - i64::from(retention.points_days) * DAY_MS;
+    let hourly_from = at - i64::from(retention.hourly_days) * DAY_MS;
+    diesel::delete(history_points::table.filter(history_points::at.lt(points_from)))
+        .execute(conn)?;
+    diesel::delete(history_hourly::table.filter(history_hourly::hour.lt(hourly_from)))
+        .execute(conn)?;
+    diesel::delete(position_events::table.filter(position_events::at.lt(hourly_from)))
+        .execute(conn)?;
+    Ok(())
+}
+
+/// Generated history to store as it is (`seed-demo`): points go to the
+/// hourly tier, and to the points tier when they are within its retention.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HistoryWrite<'a> {
+    /// Market points by symbol, any order.
+    pub markets: &'a [(String, MarketHistoryPoint)],
+    /// Wallet points by address, any order.
+    pub wallets: &'a [(String, WalletHistoryPoint)],
+    /// Position events.
+    pub events: &'a [PositionEvent],
+}
+
+/// Replaces all history with `history` (inside the caller's transaction).
+pub(crate) fn replace_history(
+    conn: &mut DbConnection,
+    retention: Retention,
+    now: OffsetDateTime,
+    history: &HistoryWrite<'_>,
+) -> Result<(), StoreError> {
+    diesel::delete(history_points::table).execute(conn)?;
+    diesel::delete(history_hourly::table).execute(conn)?;
+    diesel::delete(position_events::table).execute(conn)?;
+    let points_from = epoch_ms(now) - i64::from(retention.points_days) * DAY_MS;
+    let rows = history
+        .markets
+        .iter()
+        .map(|(k, p)| (Series::Market, k, p.observed_at, body_of(Series::Market, p)))
+        .chain(
+            history
+                .wallets
+                .iter()
+                .map(|(k, p)| (Series::Wallet, k, p.observed_at, body_of(Series::Wallet, p))),
+        )
+        .map(|(series, key, observed_at, body)| PointRow {
+            series: series.as_str(),
+            key: key.clone(),
+            at: epoch_ms(observed_at),
+            body,
+        });
+    let mut points = Vec::new();
+    let mut hourly = Vec::new();
+    for row in rows {
+        hourly.push(HourlyRow {
+            series: row.series,
+            key: row.key.clone(),
+            hour: row.at - row.at.rem_euclid(HOUR_MS),
+            at: row.at,
+            body: row.body.clone(),
+        });
+        if row.at >= points_from {
+            points.push(row);
+        }
+    }
+    // Generated hours hold one point each; keep the last if not.
+    hourly.sort_by(|a, b| (a.series, &a.key, a.hour, a.at).cmp(&(b.series, &b.key, b.hour, b.at)));
+    hourly.dedup_by(|later, earlier| {
+        let same =
+            (later.series, &later.key, later.hour) == (earlier.series, &earlier.key, earlier.hour);
+        if same {
+            std::mem::swap(later, earlier);
+        }
+        same
+    });
+    let mut quiet = |_: &str, _: usize, _: usize| {};
+    insert_chunked!(
+        conn,
+        history_points::table,
+        &points,
+        "history points",
+        &mut quiet
+    );
+    insert_chunked!(
+        conn,
+        history_hourly::table,
+        &hourly,
+        "hourly history",
+        &mut quiet
+    );
+    write_events(conn, history.events)
+}
+
+/// One bucket of a history read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    /// Bucket start, epoch ms.
+    pub time: i64,
+    /// The point's JSON object, `time` first.
+    pub json: Vec<u8>,
+}
+
+/// A position event read back: its keys and rendered JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Queryable)]
+pub struct StoredEvent {
+    /// `observedAt`, epoch ms.
+    pub at: i64,
+    /// Wallet address.
+    pub address: String,
+    /// Asset symbol.
+    pub symbol: String,
+    /// The rendered `PositionEvent`.
+    pub json: String,
+}
+
+/// Filters of the position-event feed.
+#[derive(Clone, Debug, Default)]
+pub struct EventFilter {
+    /// Only this symbol.
+    pub symbol: Option<String>,
+    /// Only this address.
+    pub address: Option<String>,
+    /// Only this kind.
+    pub kind: Option<EventKind>,
+    /// Only events whose larger value is at least this, USD.
+    pub min_value: Option<Decimal>,
+    /// Earliest `observedAt`, epoch ms (inclusive).
+    pub from: Option<i64>,
+    /// Latest `observedAt`, epoch ms (inclusive).
+    pub to: Option<i64>,
+}
+
+impl Store {
+    /// Sets how long history is kept by this store's writes.
+    pub fn with_retention(mut self, retention: Retention) -> Store {
+        self.retention = retention;
+        self
+    }
+
+    /// The retention this store's writes apply.
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    /// The buckets of one series within `[from, to]` (epoch ms, inclusive),
+    /// oldest first, at most `limit`: each bucket shows the last observation
+    /// in it. Intervals of an hour or more read the hourly tier; shorter ones
+    /// read every observation, and the hourly tier before the oldest one kept.
+    pub fn history(
+        &self,
+        series: Series,
+        key: &str,
+        interval: HistoryInterval,
+        from: i64,
+        to: i64,
+        limit: usize,
+    ) -> Result<Vec<Bucket>, StoreError> {
+        let mut conn = self.conn()?;
+        let conn: &mut DbConnection = &mut conn;
+        let hourly =
+            |conn: &mut DbConnection, until: i64| -> Result<Vec<(i64, String)>, StoreError> {
+                Ok(history_hourly::table
+                    .filter(history_hourly::series.eq(series.as_str()))
+                    .filter(history_hourly::key.eq(key))
+                    .filter(history_hourly::hour.ge(from - from.rem_euclid(HOUR_MS)))
+                    .filter(history_hourly::at.ge(from))
+                    .filter(history_hourly::at.le(until))
+                    .order(history_hourly::hour)
+                    .select((history_hourly::at, history_hourly::body))
+                    .load(conn)?)
+            };
+        let rows: Vec<(i64, String)> = if interval.ms() >= HOUR_MS {
+            hourly(conn, to)?
+        } else {
+            let oldest: Option<i64> = history_points::table
+                .filter(history_points::series.eq(series.as_str()))
+                .filter(history_points::key.eq(key))
+                .select(diesel::dsl::min(history_points::at))
+                .first(conn)?;
+            let mut rows = match oldest {
+                Some(oldest) if oldest > from => hourly(conn, to.min(oldest - 1))?,
+                None => hourly(conn, to)?,
+                Some(_) => Vec::new(),
+            };
+            rows.extend(
+                history_points::table
+                    .filter(history_points::series.eq(series.as_str()))
+                    .filter(history_points::key.eq(key))
+                    .filter(history_points::at.ge(from))
+                    .filter(history_points::at.le(to))
+                    .order(history_points::at)
+                    .select((history_points::at, history_points::body))
+                    .load::<(i64, String)>(conn)?,
+            );
+            rows
+        };
+        let mut last: Vec<(i64, String)> = Vec::new();
+        for (at, body) in rows {
+            let time = interval.bucket_of(at);
+            if let Some(kept) = last.last_mut().filter(|kept| kept.0 == time) {
+                kept.1 = body;
+            } else if last.len() == limit {
+                break;
+            } else {
+                last.push((time, body));
+            }
+        }
+        last.into_iter()
+            .map(|(time, body)| {
+                let mut json = Vec::with_capacity(body.len() * 2);
+                expand(series, time, &body, &mut json)?;
+                Ok(Bucket { time, json })
+            })
+            .collect()
+    }
+
+    /// A page of position events, newest first (ties by address, then
+    /// symbol), strictly after `after` in that order, at most `limit`.
+    pub fn events(
+        &self,
+        filter: &EventFilter,
+        after: Option<(i64, &str, &str)>,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let mut conn = self.conn()?;
+        let conn: &mut DbConnection = &mut conn;
+        let floor = filter.min_value.as_ref().map(|m| value_micro(&m.0));
+        let mut out: Vec<StoredEvent> = Vec::with_capacity(limit);
+        let mut cursor: Option<(i64, String, String)> =
+            after.map(|(a, b, c)| (a, b.to_owned(), c.to_owned()));
+        // The SQL filter on `value_micro` admits every match and, at most,
+        // events within a micro-dollar below the minimum: those are dropped
+        // here, and the next batch is read if that left the page short.
+        loop {
+            let mut q = position_events::table
+                .select((
+                    position_events::at,
+                    position_events::address,
+                    position_events::symbol,
+                    position_events::body,
+                ))
+                .into_boxed();
+            if let Some(s) = &filter.symbol {
+                q = q.filter(position_events::symbol.eq(s.clone()));
+            }
+            if let Some(a) = &filter.address {
+                q = q.filter(position_events::address.eq(a.clone()));
+            }
+            if let Some(k) = filter.kind {
+                q = q.filter(position_events::kind.eq(k.as_str()));
+            }
+            if let Some(f) = floor {
+                q = q.filter(position_events::value_micro.ge(f));
+            }
+            if let Some(from) = filter.from {
+                q = q.filter(position_events::at.ge(from));
+            }
+            if let Some(to) = filter.to {
+                q = q.filter(position_events::at.le(to));
+            }
+            if let Some((at, address, symbol)) = cursor.clone() {
+                q = q.filter(
+                    position_events::at
+                        .lt(at)
+                        .or(position_events::at.eq(at).and(
+                            position_events::address.gt(address.clone()).or(
+                                position_events::address
+                                    .eq(address)
+                                    .and(position_events::symbol.gt(symbol)),
+                            ),
+                        )),
+                );
+            }
+            let want = limit - out.len();
+            let batch: Vec<StoredEvent> = q
+                .order((
+                    position_events::at.desc(),
+                    position_events::address,
+                    position_events::symbol,
+                ))
+                .limit(want as i64)
+                .load(conn)?;
+            let full = batch.len() == want;
+            cursor = batch
+                .last()
+                .map(|e| (e.at, e.address.clone(), e.symbol.clone()));
+            for e in batch {
+                if let Some(min) = &filter.min_value {
+                    let ev: PositionEvent = serde_json::from_str(&e.json)
+                        .map_err(|err| StoreError::Corrupt(format!("position event: {err}")))?;
+                    if ev.previous_value.0.clone().max(ev.value.0) < min.0 {
+                        continue;
+                    }
+                }
+                out.push(e);
+            }
+            if !full || out.len() == limit {
+                return Ok(out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use market_model::{Cohort, Market, SizeClass, Wallet, WalletDirection};
+    use time::macros::datetime;
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn stored_points_expand_to_the_model_json() {
+        let market = Market {
+            symbol: "BTC".into(),
+            price: d("92391.338"),
+            change24h_pct: d("-2.5"),
+            volume24h: d("1234.5"),
+            open_interest: d("0.0000001"),
+            funding: d("-0.00009116"),
+            long_count: 2,
+            short_count: 1,
+            long_short_ratio: d("2.0000"),
+            total_liquidation_value: d("3"),
+            long_liquidation_value: d("2"),
+            short_liquidation_value: d("1"),
+        };
+        let cohort = |size_class, side, count| Cohort {
+            size_class,
+            side,
+            count,
+            position_value: d("10.5"),
+            liquidation_value: d("1"),
+            average_leverage: Some(d("3.25")),
+            average_entry_price: None,
+            u_pnl: d("-1"),
+        };
+        let at = datetime!(2026-11-22 01:02:03 UTC);
+        let point = MarketHistoryPoint::observe(
+            7,
+            at,
+            &market,
+            &[
+                cohort(SizeClass::Whale, Direction::Long, 2),
+                cohort(SizeClass::Shrimp, Direction::Short, 1),
+            ],
+        );
+        let mut out = Vec::new();
+        expand(
+            Series::Market,
+            7,
+            &body_of(Series::Market, &point),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, serde_json::to_vec(&point).unwrap());
+
+        let wallet: Wallet = serde_json::from_value(serde_json::json!({
+            "address": "0xaa", "label": null, "tags": [], "kols": [], "kolProfile": null,
+            "sizeClass": SizeClass::Shark, "direction": WalletDirection::Long,
+            "accountTotalValue": "100000.5", "totalPositionValue": "2", "longValue": "2",
+            "shortValue": "0", "leverage": "0.01", "positions": 1,
+            "observedAt": "2026-11-22T01:02:03Z", "netPnl": null, "roi": null,
+            "winRate": null, "strategy": null, "strategyConfidence": null
+        }))
+        .unwrap();
+        let point = WalletHistoryPoint::observe(9, at, &wallet, d("-3.5"));
+        let mut out = Vec::new();
+        expand(
+            Series::Wallet,
+            9,
+            &body_of(Series::Wallet, &point),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, serde_json::to_vec(&point).unwrap());
+        // The stored form is the shorter one.
+        assert!(body_of(Series::Wallet, &point).len() * 2 < out.len());
+    }
+}
