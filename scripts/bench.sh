@@ -16,7 +16,7 @@
 # baseline), adding its req/s and ratio: the way to compare a change with
 # the build before it in one window, since the machine's speed drifts.
 #
-# Needs wrk, bc and curl (Debian: apt-get install wrk bc curl). Prints a
+# Needs wrk, bc, curl and python3 (Debian: apt-get install wrk bc curl). Prints a
 # markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +53,8 @@ grep "serving data version" "$WORK/serve.log" >&2
 
 TODAY=$(date -u +%F)
 FROM=$(date -u -d '-29 days' +%F)
+# The biggest wallet (the first of the default order).
+WHALE=$(curl -s -H "X-API-Key: $TOKEN" "http://$OURS/v1/networks/perpnet/wallets?limit=1" | python3 -c 'import json, sys; print(json.load(sys.stdin)["items"][0]["address"])')
 declare -a NAMES=(
   "markets list"
   "market detail"
@@ -60,6 +62,9 @@ declare -a NAMES=(
   "wallets (limit=200, size=whale)"
   "liquidity-levels (30 days, one asset)"
   "candles (1h, 500)"
+  "market history (90 days of 1h, one asset)"
+  "wallet detail (the biggest wallet)"
+  "position-events (limit=50)"
 )
 declare -a PATHS=(
   "/v1/networks/perpnet/markets"
@@ -68,6 +73,9 @@ declare -a PATHS=(
   "/v1/networks/perpnet/wallets?limit=200&size=whale"
   "/v1/networks/perpnet/liquidity-levels?fromDate=$FROM&toDate=$TODAY&asset=ETH&limit=30"
   "/v1/networks/perpnet/markets/BTC/candles?interval=1h&limit=500"
+  "/v1/networks/perpnet/markets/BTC/history?interval=1h&limit=2160"
+  "/v1/networks/perpnet/wallets/$WHALE"
+  "/v1/networks/perpnet/position-events?limit=50"
 )
 SIZES=()
 for p in "${PATHS[@]}"; do
@@ -121,6 +129,18 @@ for i in "${!PATHS[@]}"; do
 done
 echo
 echo "median of $RUNS alternating runs, wrk -t2 -c64 -d$DURATION, $(nproc) cores; serve RSS now: $(grep VmRSS /proc/$SERVER/status | awk '{print $2, $3}')"
+fi
+
+# Cold reads: the first request for each of 20 assets' 90 days of hourly
+# history (nothing in the page cache for it yet), one at a time.
+if [ "$RUNS" -gt 0 ]; then
+  echo
+  curl -s -H "X-API-Key: $TOKEN" "http://$OURS/v1/networks/perpnet/markets?sort=openInterest" |
+    python3 -c 'import json, sys; [print(m["symbol"]) for m in json.load(sys.stdin)["items"][1:21]]' > "$WORK/assets"
+  while read -r asset; do
+    curl -s -o /dev/null -w '%{time_total}\n' -H "X-API-Key: $TOKEN" \
+      "http://$OURS/v1/networks/perpnet/markets/$asset/history?interval=1h&limit=2160"
+  done < "$WORK/assets" | sort -g | awk '{ a[NR] = $1 * 1000 } END { printf "cold market history (90 days of 1h, 20 assets, first request each): p50 %.1f ms, max %.1f ms\n", a[int((NR + 1) / 2)], a[NR] }'
 fi
 
 # The previous build would load the next version too: it stops here.

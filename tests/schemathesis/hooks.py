@@ -5,14 +5,21 @@ OpenAPI document cannot state.
   generated schema-valid requests that carry an invented `cursor` on the opaque-cursor
   endpoints are skipped (cursor validation has its own black-box tests).
 - liquidity-levels needs toDate >= fromDate and a window of at most 90 days.
-- candles needs the start (`cursor` or `from`) not after `to`.
+- candles needs the start (`cursor` or `from`) not after `to`; history and
+  position-events need `from` not after `to` (`to` defaults to now).
 Everything else the document states is fuzzed as generated.
 """
 import datetime
 
 import schemathesis
 
-OPAQUE_CURSOR_PATHS = ("/whale-positions", "/wallets", "/liquidity-levels")
+OPAQUE_CURSOR_PATHS = (
+    "/whale-positions",
+    "/wallets",
+    "/liquidity-levels",
+    "/history",
+    "/position-events",
+)
 
 
 def _instant_ms(value):
@@ -52,6 +59,11 @@ def filter_case(ctx, case):
         except ValueError:
             return True
         if td < fd or (td - fd).days > 89:
+            return False
+    if path.endswith(("/history", "/position-events")):
+        start = _instant_ms(query.get("from"))
+        end = _instant_ms(query.get("to")) if "to" in query else int(datetime.datetime.now().timestamp() * 1000)
+        if start is not None and end is not None and start > end:
             return False
     if path.endswith("/candles"):
         start = _instant_ms(query.get("cursor")) if "cursor" in query else _instant_ms(query.get("from"))
