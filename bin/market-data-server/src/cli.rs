@@ -24,9 +24,12 @@ pub struct RetentionArgs {
     /// Days to keep every observation (history at full resolution: one point per data version).
     #[arg(long, value_name = "DAYS", default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=3650))]
     pub history_points_days: u32,
-    /// Days to keep the hourly history (the last observation of each hour) and the position events.
+    /// Days to keep the hourly history (the last observation of each hour).
     #[arg(long, value_name = "DAYS", default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=36500))]
     pub history_hourly_days: u32,
+    /// Days to keep the position events.
+    #[arg(long, value_name = "DAYS", default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..=36500))]
+    pub history_events_days: u32,
 }
 
 impl From<RetentionArgs> for market_store::Retention {
@@ -34,6 +37,7 @@ impl From<RetentionArgs> for market_store::Retention {
         market_store::Retention {
             points_days: r.history_points_days,
             hourly_days: r.history_hourly_days,
+            events_days: r.history_events_days,
         }
     }
 }

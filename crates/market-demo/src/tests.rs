@@ -513,3 +513,52 @@ fn full_size_timing() {
         }
     }
 }
+
+#[test]
+fn history_events_lead_to_the_positions_and_stay_in_the_past() {
+    let data = data().clone();
+    let candles = data.candles.clone();
+    let m = market_engine::materialize(NETWORK, data.scan).expect("valid scan");
+    let h = crate::history(7, 3, &m, &candles);
+    assert_eq!(
+        h.events,
+        crate::history(7, 3, &m, &candles).events,
+        "deterministic"
+    );
+    let kinds: BTreeSet<_> = h.events.iter().map(|e| e.kind.as_str()).collect();
+    for kind in ["opened", "increased", "reduced", "closed", "flipped"] {
+        assert!(kinds.contains(kind), "{kind} in {kinds:?}");
+    }
+    // Replaying each wallet's events, oldest first, gives its positions.
+    let mut held: BTreeMap<(&str, &str), (Direction, BigDecimal)> = BTreeMap::new();
+    for e in &h.events {
+        assert!(e.observed_at < m.observed_at);
+        let key = (e.address.as_str(), e.symbol.as_str());
+        let before = held.get(&key).map(|(d, s)| (*d, s.clone()));
+        assert_eq!(
+            before,
+            e.previous_direction.map(|d| (d, e.previous_size.0.clone())),
+            "{e:?}"
+        );
+        match e.direction {
+            Some(d) => held.insert(key, (d, e.size.0.clone())),
+            None => held.remove(&key),
+        };
+    }
+    let now: BTreeMap<(&str, &str), (Direction, BigDecimal)> = m
+        .positions
+        .iter()
+        .map(|p| {
+            (
+                (p.address.as_str(), p.symbol.as_str()),
+                (p.direction, p.size.0.clone()),
+            )
+        })
+        .collect();
+    assert_eq!(held, now);
+    // Every market has a point per completed hour of the window, all in the past.
+    let btc: Vec<_> = h.markets.iter().filter(|(s, _)| s == "BTC").collect();
+    assert!(btc.len() >= 3 * 24 - 1, "{}", btc.len());
+    assert!(btc.iter().all(|(_, p)| p.observed_at < m.observed_at));
+    assert!(h.wallets.iter().all(|(_, p)| p.observed_at < m.observed_at));
+}

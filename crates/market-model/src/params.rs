@@ -543,7 +543,7 @@ pub struct HistoryQuery {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", param(inline, example = 500))]
     pub limit: HistoryLimit,
-    /// `nextCursor` of the previous page (same interval, from and to).
+    /// `nextCursor` of the previous page (same interval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", param(inline))]
     pub cursor: Option<Cursor>,

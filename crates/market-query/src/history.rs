@@ -55,16 +55,14 @@ impl HistoryRequest {
         if from > to {
             return Err(QueryError::param("from", "must not be after `to`"));
         }
-        let (from_text, to_text) = (
-            q.from.map_or(String::new(), |f| f.0.to_string()),
-            last.to_string(),
-        );
         let series_name = match series {
             Series::Market => "market-history",
             Series::Wallet => "wallet-history",
         };
+        // A cursor is a bucket start of one series and interval; `from` and
+        // `to` may move between pages (the default `to` is now).
         let paging: Paging<BucketKey> = Paging::new(
-            &[series_name, key, interval.as_str(), &from_text, &to_text],
+            &[series_name, key, interval.as_str()],
             q.cursor.as_deref(),
             limit,
         )?;

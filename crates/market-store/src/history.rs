@@ -32,16 +32,19 @@ const ADDRESS_CHUNK: usize = 500;
 pub struct Retention {
     /// Every observation (per publish).
     pub points_days: u32,
-    /// The last observation of each hour, and position events.
+    /// The last observation of each hour.
     pub hourly_days: u32,
+    /// Position events.
+    pub events_days: u32,
 }
 
 impl Default for Retention {
-    /// 7 days of points, 365 days of hourly points and events.
+    /// 7 days of points, 365 days of hourly points, 90 days of events.
     fn default() -> Self {
         Retention {
             points_days: 7,
             hourly_days: 365,
+            events_days: 90,
         }
     }
 }
@@ -552,11 +555,12 @@ fn derive_events(
 fn prune(conn: &mut DbConnection, retention: Retention, at: i64) -> Result<(), StoreError> {
     let points_from = at - i64::from(retention.points_days) * DAY_MS;
     let hourly_from = at - i64::from(retention.hourly_days) * DAY_MS;
+    let events_from = at - i64::from(retention.events_days) * DAY_MS;
     diesel::delete(history_points::table.filter(history_points::at.lt(points_from)))
         .execute(conn)?;
     diesel::delete(history_hourly::table.filter(history_hourly::hour.lt(hourly_from)))
         .execute(conn)?;
-    diesel::delete(position_events::table.filter(position_events::at.lt(hourly_from)))
+    diesel::delete(position_events::table.filter(position_events::at.lt(events_from)))
         .execute(conn)?;
     Ok(())
 }

@@ -925,6 +925,7 @@ fn retention_drops_old_points_and_keeps_hours() {
         let store = store.with_retention(Retention {
             points_days: 1,
             hourly_days: 3,
+            events_days: 2,
         });
         let t0 = datetime!(2026-11-18 00:00:00 UTC);
         for day in 0..5 {
@@ -944,5 +945,10 @@ fn retention_drops_old_points_and_keeps_hours() {
         // and before them the hourly tier.
         assert_eq!(all(HistoryInterval::H1), 4);
         assert_eq!(all(HistoryInterval::M5), 4);
+        // Events: the first observation's `opened` is older than 2 days.
+        let events = store
+            .events(&crate::EventFilter::default(), None, 10)
+            .unwrap();
+        assert!(events.is_empty(), "{events:?}");
     }
 }

@@ -21,7 +21,7 @@ type Data = web::Data<AppState>;
 /// directions say the side. A wallet's first observation reports its positions as `opened` with
 /// `firstObservation: true` (they may be older). A wallet that stops being tracked gets no event. Filters:
 /// `asset`, `address`, `kind`, `minValue` (the larger of `previousValue` and `value`, USD), and `from`/`to`
-/// on `observedAt` (inclusive). Events are kept for 365 days (a writer flag). Keyset-paged: pass
+/// on `observedAt` (inclusive). Events are kept for 90 days (a writer flag). Keyset-paged: pass
 /// `nextCursor` back as `cursor` with the same filters.
 #[utoipa::path(
     get,

@@ -197,7 +197,7 @@ pub async fn get_cohorts(
 /// and `from` to `to` minus `limit` intervals. Every data version is kept for 7 days and the last one of
 /// each hour for 365 days (both are writer flags), so `5m` and `15m` buckets older than 7 days show hourly
 /// observations. The last bucket shows the current market. Keyset-paged: pass `nextCursor` back as `cursor`
-/// with the same `interval`, `from` and `to`.
+/// with the same `interval` (the next page starts after the last bucket served; `from` and `to` still apply).
 #[utoipa::path(
     get,
     path = "/networks/{network}/markets/{asset}/history",
