@@ -1,6 +1,8 @@
 //! Size-class cohorts: each market's open positions grouped by the size
 //! class of their wallet and by side.
 
+use std::collections::HashMap;
+
 use bigdecimal::{BigDecimal, RoundingMode, Zero};
 use market_model::{
     Cohort, Coverage, Decimal, Direction, Market, MarketCohorts, MarketPosition, SizeClass, Wallet,
@@ -77,29 +79,39 @@ pub fn cohorts(
     wallets: &[Wallet],
     positions: &[MarketPosition],
 ) -> Vec<MarketCohorts> {
-    let class_of = |address: &str| -> Option<SizeClass> {
-        if wallets.is_sorted_by(|a, b| a.address <= b.address) {
-            wallets
-                .binary_search_by(|w| w.address.as_str().cmp(address))
-                .ok()
-                .map(|i| wallets[i].size_class)
-        } else {
+    // `materialize` orders wallets by address and markets by symbol; any
+    // other order is looked up through a map.
+    let class_by_address: Option<HashMap<&str, SizeClass>> =
+        (!wallets.is_sorted_by(|a, b| a.address <= b.address)).then(|| {
             wallets
                 .iter()
-                .find(|w| w.address == address)
-                .map(|w| w.size_class)
+                .map(|w| (w.address.as_str(), w.size_class))
+                .collect()
+        });
+    let class_of = |address: &str| -> Option<SizeClass> {
+        match &class_by_address {
+            Some(map) => map.get(address).copied(),
+            None => wallets
+                .binary_search_by(|w| w.address.as_str().cmp(address))
+                .ok()
+                .map(|i| wallets[i].size_class),
         }
+    };
+    let market_by_symbol: Option<HashMap<&str, usize>> =
+        (!markets.is_sorted_by(|a, b| a.symbol <= b.symbol)).then(|| {
+            markets
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.symbol.as_str(), i))
+                .collect()
+        });
+    let market_of = |symbol: &str| match &market_by_symbol {
+        Some(map) => map.get(symbol).copied(),
+        None => markets
+            .binary_search_by(|m| m.symbol.as_str().cmp(symbol))
+            .ok(),
     };
     let mut accs: Vec<[Acc; 6]> = markets.iter().map(|_| Default::default()).collect();
-    let market_of = |symbol: &str| {
-        if markets.is_sorted_by(|a, b| a.symbol <= b.symbol) {
-            markets
-                .binary_search_by(|m| m.symbol.as_str().cmp(symbol))
-                .ok()
-        } else {
-            markets.iter().position(|m| m.symbol == symbol)
-        }
-    };
     // Positions come grouped by market and wallet: remember the last lookups.
     let mut last_market: Option<(&str, Option<usize>)> = None;
     for p in positions {
