@@ -207,7 +207,8 @@ impl WalletAddress {
             && (v.starts_with("0x") || v.starts_with("0X"))
             && v[2..].bytes().all(|b| b.is_ascii_hexdigit());
         if ok {
-            Ok(WalletAddress(format!("0x{}", v[2..].to_ascii_lowercase())))
+            // `0X` lowercases to `0x` too; one allocation (wallet detail parses one per request).
+            Ok(WalletAddress(v.to_ascii_lowercase()))
         } else {
             Err(format!(
                 "must be a wallet address: 0x followed by 40 hexadecimal digits; got `{}`",
@@ -720,6 +721,29 @@ mod tests {
         for n in 0..1000u32 {
             let ok = PositionsLimit::parse(&n.to_string()).is_ok();
             assert_eq!(ok, (1..=200).contains(&n), "{n}");
+        }
+    }
+
+    #[test]
+    fn wallet_addresses_are_held_in_lowercase() {
+        let lower = "0x00000000000000000000000000000000000abcde";
+        for spelling in [
+            lower,
+            "0X00000000000000000000000000000000000ABCDE",
+            "0x00000000000000000000000000000000000AbCdE",
+        ] {
+            assert_eq!(WalletAddress::parse(spelling).unwrap().as_str(), lower);
+        }
+        for bad in [
+            "",
+            "0x",
+            &lower[..41],
+            &format!("{lower}0"),
+            "1x00000000000000000000000000000000000abcde",
+            "0x00000000000000000000000000000000000abcdg",
+        ] {
+            let e = WalletAddress::parse(bad).unwrap_err();
+            assert!(e.starts_with("must be a wallet address"), "{e}");
         }
     }
 

@@ -282,12 +282,75 @@ struct Wallets {
     free: Vec<u32>,
     /// Slots by address.
     by_address: Vec<u32>,
+    /// Slots hashed by address: wallet detail looks one address up per
+    /// request, and a binary search over `by_address` reads a wallet item
+    /// (a likely cache miss) per step.
+    by_hash: AddressIndex,
     /// Slots in every listing order: per (sort, order), one list per filter
     /// (indexed by [`filter_index`]).
     orders: HashMap<(WalletSort, SortOrder), Vec<Vec<u32>>>,
     /// Per slot, what the filters test ([`filter_flags`]), kept dense so
     /// that deriving the filtered lists touches no wallet item.
     flags: Vec<u8>,
+}
+
+/// Wallet slots in a hash table keyed by their address, which the table
+/// does not store: it is read from the slot's item.
+#[derive(Clone, Debug, Default)]
+struct AddressIndex {
+    table: hashbrown::HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+type Slots = [Option<Arc<WalletItem>>];
+
+fn slot_address(slots: &Slots, slot: u32) -> &str {
+    &slots[slot as usize]
+        .as_deref()
+        .expect("the index names only occupied slots")
+        .address
+}
+
+impl AddressIndex {
+    /// The index of every occupied slot.
+    fn new(slots: &Slots) -> AddressIndex {
+        let mut index = AddressIndex::default();
+        index.table.reserve(slots.len(), |_| 0);
+        for (slot, item) in slots.iter().enumerate() {
+            if let Some(item) = item {
+                index.insert(slots, slot as u32, &item.address);
+            }
+        }
+        index
+    }
+
+    fn hash(&self, address: &str) -> u64 {
+        std::hash::BuildHasher::hash_one(&self.hasher, address)
+    }
+
+    fn find(&self, slots: &Slots, address: &str) -> Option<u32> {
+        self.table
+            .find(self.hash(address), |&s| slot_address(slots, s) == address)
+            .copied()
+    }
+
+    /// Adds `slot`, whose item has `address`; `slots` holds every slot
+    /// already in the index (for rehashing when the table grows).
+    fn insert(&mut self, slots: &Slots, slot: u32, address: &str) {
+        let hasher = &self.hasher;
+        self.table.insert_unique(
+            std::hash::BuildHasher::hash_one(hasher, address),
+            slot,
+            |&s| std::hash::BuildHasher::hash_one(hasher, slot_address(slots, s)),
+        );
+    }
+
+    /// Drops `slot`, whose item had `address`.
+    fn remove(&mut self, slot: u32, address: &str) {
+        if let Ok(entry) = self.table.find_entry(self.hash(address), |&s| s == slot) {
+            entry.remove();
+        }
+    }
 }
 
 impl Wallets {
@@ -303,13 +366,7 @@ impl Wallets {
 
     /// The slot of `address`.
     fn find(&self, address: &str) -> Option<u32> {
-        let at = self
-            .by_address
-            .partition_point(|&s| self.address(s) < address);
-        self.by_address
-            .get(at)
-            .copied()
-            .filter(|&s| self.address(s) == address)
+        self.by_hash.find(&self.slots, address)
     }
 
     fn cmp_in(&self, a: u32, b: u32, sort: WalletSort, order: SortOrder) -> Ordering {
@@ -890,12 +947,14 @@ impl Snapshot {
                     })
                     .collect::<Vec<_>>()
             });
+            let slots: Vec<_> = wallets
+                .iter()
+                .map(|w| Some(Arc::new(WalletItem::new(w))))
+                .collect();
             let mut index = Wallets {
                 by_address: (0..wallets.len() as u32).collect(),
-                slots: wallets
-                    .iter()
-                    .map(|w| Some(Arc::new(WalletItem::new(w))))
-                    .collect(),
+                by_hash: AddressIndex::new(&slots),
+                slots,
                 free: Vec::new(),
                 orders: HashMap::new(),
                 flags,
@@ -949,6 +1008,7 @@ impl Snapshot {
         let mut slots = old.slots.clone();
         let mut free = old.free.clone();
         let mut flags = old.flags.clone();
+        let mut by_hash = old.by_hash.clone();
         for address in wallets
             .iter()
             .map(|w| w.address.as_str())
@@ -959,6 +1019,7 @@ impl Snapshot {
                     gone[slot as usize] = true;
                     slots[slot as usize] = None;
                     free.push(slot);
+                    by_hash.remove(slot, address);
                 }
             }
         }
@@ -977,10 +1038,14 @@ impl Snapshot {
             flags[slot as usize] = filter_flags(w);
             added.push(slot);
         }
+        for (&slot, w) in added.iter().zip(&wallets) {
+            by_hash.insert(&slots, slot, &w.address);
+        }
         let mut index = Wallets {
             slots,
             free,
             by_address: Vec::new(),
+            by_hash,
             orders: HashMap::new(),
             flags,
         };
@@ -1111,6 +1176,7 @@ impl Snapshot {
             .sum::<usize>()
             + self.wallets.slots.capacity() * 8
             + self.wallets.by_address.capacity() * 4
+            + self.wallets.by_hash.table.capacity() * 5
             + self
                 .wallets
                 .orders
@@ -1289,6 +1355,11 @@ impl Snapshot {
                 has_more: false,
             },
         })
+    }
+
+    /// Whether `address` (lowercase) is served.
+    pub fn serves_wallet(&self, address: &str) -> bool {
+        self.wallets.find(address).is_some()
     }
 
     /// Number of wallets.

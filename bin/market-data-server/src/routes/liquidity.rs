@@ -5,8 +5,10 @@ use market_model::params::{LiquidityQuery, NetworkPath};
 use market_model::LiquidityLevelsList;
 use market_query::LiquidityRequest;
 
+use super::markets::stored_page;
 use crate::error::{ApiError, Problem};
-use crate::http::{versioned, ApiPath, StrictQuery};
+
+use crate::http::{ApiPath, StrictQuery};
 use crate::state::AppState;
 
 type Data = web::Data<AppState>;
@@ -38,19 +40,9 @@ pub async fn list_liquidity_levels(
 ) -> Result<HttpResponse, ApiError> {
     let snapshot = state.snapshot();
     let request = LiquidityRequest::new(&snapshot, &query.0)?;
-    let (store, served) = (state.store.clone(), snapshot.clone());
-    let key = request.key.clone();
-    let body = state
-        .page(snapshot.version, &key, async move {
-            web::block(move || request.render(&store, &served))
-                .await?
-                .map_err(ApiError::from)
-        })
-        .await?;
-    Ok(versioned(
-        &req,
-        &snapshot,
-        market_query::identity(&key),
-        || body,
-    ))
+    let served = snapshot.clone();
+    stored_page(&req, &state, &snapshot, request.key.clone(), move |store| {
+        request.render(store, &served)
+    })
+    .await
 }

@@ -247,17 +247,13 @@ pub(crate) async fn stored_page(
         + 'static,
 ) -> Result<HttpResponse, ApiError> {
     let store = state.store.clone();
+    let identity = market_query::identity(&key);
     let body = state
-        .page(snapshot.version, &key, async move {
+        .page(snapshot.version, key, async move {
             web::block(move || render(&store))
                 .await?
                 .map_err(ApiError::from)
         })
         .await?;
-    Ok(versioned(
-        req,
-        snapshot,
-        market_query::identity(&key),
-        || body,
-    ))
+    Ok(versioned(req, snapshot, identity, || body))
 }

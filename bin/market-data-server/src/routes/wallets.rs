@@ -72,14 +72,14 @@ pub async fn get_wallet(
     state: Data,
 ) -> Result<HttpResponse, ApiError> {
     let snapshot = state.snapshot();
-    let address = path.address.as_str().to_owned();
+    let address = path.address;
     served_wallet(&snapshot, &address)?;
     let served = snapshot.clone();
     stored_page(
         &req,
         &state,
         &snapshot,
-        format!("wallet|{address}"),
+        ["wallet|", &address].concat(),
         move |store| {
             market_query::wallet_detail(store, &served, &address)
                 .map(|body| body.expect("the wallet is served in this version"))
@@ -130,7 +130,7 @@ pub async fn get_wallet_history(
 
 /// A 404 unless `address` is served in `snapshot`.
 fn served_wallet(snapshot: &Snapshot, address: &str) -> Result<(), ApiError> {
-    if snapshot.wallet_view(address).is_some() {
+    if snapshot.serves_wallet(address) {
         Ok(())
     } else {
         Err(ApiError::not_found(format!(

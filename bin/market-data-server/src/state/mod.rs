@@ -12,6 +12,8 @@ use market_snapshot::Snapshot;
 use market_store::{Store, StoreError, TokenRecord};
 use time::OffsetDateTime;
 
+use crate::error::ApiError;
+
 mod pages;
 mod reload;
 mod tokens;
@@ -30,7 +32,7 @@ pub struct AppState {
     reaper: reload::Reaper,
     tokens: TokenCache,
     usage: Mutex<UsageBuffer>,
-    pages: PageCache,
+    pages: PageCache<ApiError>,
     /// Data versions served by applying their changes, and by loading them whole.
     reloads: [AtomicU64; 2],
 }
@@ -95,10 +97,9 @@ impl AppState {
 
     /// The page `key` of `version`: from the cache, or rendered by `render`
     /// (once for concurrent requests) and cached.
-    pub async fn page<E, F>(&self, version: i64, key: &str, render: F) -> Result<Bytes, E>
+    pub async fn page<F>(&self, version: i64, key: String, render: F) -> Result<Bytes, ApiError>
     where
-        E: Clone + Send + Sync + 'static,
-        F: std::future::Future<Output = Result<Bytes, E>>,
+        F: std::future::Future<Output = Result<Bytes, ApiError>>,
     {
         self.pages.get_or_render(version, key, render).await
     }
