@@ -59,7 +59,7 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per CPU).
     #[arg(long, env = "WORKERS")]
     pub workers: Option<usize>,
-    /// Memory bound (MiB) of the cache of rendered liquidity-levels and candles pages of the served data version (0 disables it).
+    /// Memory bound (MiB) of the cache of rendered pages of the database-backed endpoints (liquidity-levels, candles, history, position events, wallet detail) of the served data version (0 disables it). A page larger than a quarter of the bound is served but not cached.
     #[arg(long, env = "PAGE_CACHE_MB", default_value_t = 64)]
     pub page_cache_mb: usize,
     /// Log one line per request (log target `access`). Turning it off saves a
