@@ -561,4 +561,21 @@ fn history_events_lead_to_the_positions_and_stay_in_the_past() {
     assert!(btc.len() >= 3 * 24 - 1, "{}", btc.len());
     assert!(btc.iter().all(|(_, p)| p.observed_at < m.observed_at));
     assert!(h.wallets.iter().all(|(_, p)| p.observed_at < m.observed_at));
+    // Written as the live data is: liquidation prices without trailing
+    // zeros, and a side with nothing on it `0` (the engine's empty sum).
+    let near: Vec<_> = h
+        .events
+        .iter()
+        .filter_map(|e| e.previous_liq_price.as_ref())
+        .collect();
+    assert!(!near.is_empty());
+    for liq in near {
+        let s = liq.to_string();
+        assert!(!s.contains('.') || !s.ends_with('0'), "{s}");
+    }
+    for (_, p) in &h.wallets {
+        for v in [&p.long_value, &p.short_value] {
+            assert_ne!(v.to_string(), "0.00");
+        }
+    }
 }

@@ -86,7 +86,12 @@ impl Prices<'_> {
     }
 }
 
+/// Cents, as the engine's sums of cent values come out; a sum of nothing is
+/// `0` there (not `0.00`), and so it is here.
 fn round2(v: BigDecimal) -> Decimal {
+    if v.is_zero() {
+        return Decimal::zero();
+    }
     Decimal(v.with_scale_round(2, RoundingMode::HalfUp))
 }
 
@@ -302,10 +307,12 @@ fn events(lives: &[Life<'_>], prices: &[Prices<'_>]) -> Vec<PositionEvent> {
                     Direction::Long => 99,
                     Direction::Short => 101,
                 };
-                Decimal(
-                    (price * BigDecimal::from(pct) / BigDecimal::from(100))
-                        .with_scale_round(8, RoundingMode::HalfUp),
-                )
+                // Without trailing zeros, as the exchange writes prices.
+                let liq = (price * BigDecimal::from(pct) / BigDecimal::from(100))
+                    .with_scale_round(8, RoundingMode::HalfUp)
+                    .normalized();
+                let scale = liq.fractional_digit_count().max(0);
+                Decimal(liq.with_scale(scale))
             });
             out.push(PositionEvent {
                 observed_at: dt(*t),
