@@ -1228,7 +1228,44 @@ async fn conditional_requests_and_freshness_headers(backend: Backend) {
     }
 }
 
+/// The explorer needs no key (it asks for one), revalidates by `ETag`, and
+/// its policy keeps the browser on this origin.
+async fn the_explorer_is_served_and_locked_to_its_origin(backend: Backend) {
+    let app = spawn_app(backend).await;
+    for (path, content_type) in [
+        ("/explore", "text/html; charset=utf-8"),
+        ("/explore/", "text/html; charset=utf-8"),
+        ("/explore/explore.js", "text/javascript; charset=utf-8"),
+        ("/explore/explore.css", "text/css; charset=utf-8"),
+        ("/explore/favicon.svg", "image/svg+xml"),
+    ] {
+        let res = app.request(path, None).await;
+        assert_eq!(res.status().as_u16(), 200, "{path}");
+        let headers = res.headers().clone();
+        assert_eq!(headers["content-type"], content_type, "{path}");
+        let csp = headers["content-security-policy"].to_str().unwrap();
+        assert!(csp.starts_with("default-src 'none'"), "{csp}");
+        assert!(csp.contains("connect-src 'self'"), "{csp}");
+        assert_eq!(headers["x-content-type-options"], "nosniff");
+        let etag = headers["etag"].to_str().unwrap().to_owned();
+        assert!(!res.bytes().await.unwrap().is_empty());
+        let again = app.request(path, Some(("If-None-Match", &etag))).await;
+        assert_eq!(again.status().as_u16(), 304, "{path}");
+        let head = app.client.head(app.url(path)).send().await.unwrap();
+        assert_eq!(head.status().as_u16(), 200, "HEAD {path}");
+    }
+    let page = app.request("/explore", None).await.text().await.unwrap();
+    assert!(page.contains("<script src=\"/explore/explore.js\" defer></script>"));
+    let missing = app.request("/explore/nothing.js", None).await;
+    assert_eq!(missing.status().as_u16(), 404);
+    assert_eq!(
+        missing.headers()["content-type"],
+        "application/problem+json"
+    );
+}
+
 crate::on_both_backends!(
+    the_explorer_is_served_and_locked_to_its_origin,
     conditional_requests_and_freshness_headers,
     networks_lists_perpnet_with_asset_count,
     both_prefixes_answer_identically,

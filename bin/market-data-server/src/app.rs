@@ -9,6 +9,7 @@ use actix_web::{web, App, HttpServer};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::error::ApiError;
+use crate::explore;
 use crate::middleware::{guard_api, not_found, request_context};
 use crate::openapi::{self, PREFIXES};
 use crate::routes::{Endpoint, Mount, ENDPOINTS};
@@ -112,6 +113,7 @@ pub fn configure(state: Arc<AppState>) -> impl FnOnce(&mut web::ServiceConfig) +
                     .default_service(web::to(not_found)),
             );
         }
+        cfg.configure(explore::configure);
         cfg.service(SwaggerUi::new("/swagger-ui/{_:.*}").url("/api-docs/openapi.json", doc));
     }
 }

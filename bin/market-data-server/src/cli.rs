@@ -438,6 +438,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             println!("Try:");
             println!("  curl -s -H 'X-API-Key: {token}' '{base}/v1/networks/perpnet/markets?sort=volume24h'");
             println!("Swagger UI: {base}/swagger-ui/");
+            println!("Explorer (charts; paste the token when it asks): {base}/explore");
             println!();
             run_server(&args, store)?;
         }

@@ -4,6 +4,7 @@
 pub mod app;
 pub mod cli;
 pub mod error;
+pub mod explore;
 pub mod http;
 pub mod middleware;
 pub mod openapi;
