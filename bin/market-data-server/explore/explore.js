@@ -379,6 +379,11 @@
         class: 'series', d, fill: 'none', stroke: se.color, 'stroke-width': 2,
         'data-series': se.name, 'data-points': se.values.length,
       }, s('title', {}, se.name)));
+      // A line needs two points; one is drawn as a dot, not left blank.
+      if (se.values.length === 1) {
+        const [[t, v]] = se.values;
+        svg.append(s('circle', { cx: x(t), cy: y(v), r: 4, fill: se.color }, s('title', {}, `${se.name}: ${v}`)));
+      }
     }
     timeAxis(svg, x, t0, t1, H - 6);
     return [legend(series.map((se) => [se.color, se.name])), svg];
