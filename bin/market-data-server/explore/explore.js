@@ -214,6 +214,7 @@
       ev.preventDefault();
       sessionStorage.setItem(KEY, input.value.trim());
       route();
+      main.focus({ preventScroll: true });
     });
     main.replaceChildren(form);
     document.body.dataset.state = 'key';
