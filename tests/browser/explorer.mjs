@@ -92,6 +92,20 @@ async function axe(name) {
   const found = result.violations.map((v) => `${v.id} (${v.nodes.length}): ${v.nodes[0].target.join(' ')}`);
   check(found.length === 0, `${name}: no WCAG A/AA violation${found.length ? `: ${found.join('; ')}` : ''}`);
 }
+// Runs `action`, printing how long it took and the bytes its requests
+// transferred (compressed bodies and headers).
+async function measured(name, action) {
+  const sizes = [];
+  const onFinished = (r) => sizes.push(r.sizes().then((sz) => sz.responseBodySize + sz.responseHeadersSize));
+  page.on('requestfinished', onFinished);
+  const start = Date.now();
+  await action();
+  const ms = Date.now() - start;
+  page.off('requestfinished', onFinished);
+  const bytes = (await Promise.all(sizes)).reduce((a, b) => a + b, 0);
+  console.log(`  ${name}: ready after ${ms} ms, ${sizes.length} requests, ${(bytes / 1024).toFixed(1)} KB transferred`);
+  return { ms, bytes };
+}
 const rows = (scope) => page.locator(`${scope} tbody tr:not([hidden])`);
 
 try {
@@ -142,19 +156,13 @@ try {
   console.log('market page');
   // Measured as a user gets it: a fresh navigation to the page.
   const asset = 'BTC';
-  const weight = [];
-  const onFinished = (r) => r.sizes().then((sz) => weight.push(sz.responseBodySize + sz.responseHeadersSize)).catch(() => {});
-  page.on('requestfinished', onFinished);
   answers.length = 0;
-  const t0 = Date.now();
-  // A new document (not a hash change): it starts in the `loading` state.
   await page.goto('about:blank');
-  await page.goto(`${base}/explore#/markets/${asset}`, { waitUntil: 'commit' });
-  await ready();
-  const readyMs = Date.now() - t0;
-  page.off('requestfinished', onFinished);
-  const bytes = weight.reduce((a, b) => a + b, 0);
-  console.log(`  market page: ready after ${readyMs} ms, ${weight.length} requests, ${(bytes / 1024).toFixed(1)} KB transferred`);
+  // A new document (not a hash change): it starts in the `loading` state.
+  const { ms: readyMs, bytes } = await measured('market page', async () => {
+    await page.goto(`${base}/explore#/markets/${asset}`, { waitUntil: 'commit' });
+    await ready();
+  });
   check(readyMs <= READY_MS, `market page ready within ${READY_MS} ms (${readyMs} ms)`);
   check(bytes <= WEIGHT_BYTES, `market page weighs at most 500 KB compressed (${(bytes / 1024).toFixed(1)} KB)`);
 
@@ -203,13 +211,7 @@ try {
 
   // The 90-day heatmap, reached by keyboard (arrow keys on the tabs).
   await page.focus('#tab-today');
-  const heatWeight = [];
-  const onHeat = (r) => r.sizes().then((sz) => heatWeight.push(sz.responseBodySize + sz.responseHeadersSize)).catch(() => {});
-  page.on('requestfinished', onHeat);
-  const h0 = Date.now();
-  await settled(() => page.keyboard.press('ArrowRight'));
-  page.off('requestfinished', onHeat);
-  console.log(`  heatmap tab: ready after ${Date.now() - h0} ms, ${heatWeight.length} requests, ${(heatWeight.reduce((a, b) => a + b, 0) / 1024).toFixed(1)} KB transferred`);
+  await measured('heatmap tab', () => settled(() => page.keyboard.press('ArrowRight')));
   check(await page.getAttribute('#tab-heatmap', 'aria-selected') === 'true', 'the 90-day tab is selected by keyboard');
   const days = answers.filter((a) => a.path.endsWith('/liquidity-levels') && a.query.get('limit') === '90').flatMap((a) => a.body.items);
   const withLevels = days.filter((d) => d.levels.length).length;

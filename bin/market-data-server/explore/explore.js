@@ -25,6 +25,11 @@
   };
   const INTERVAL_MS = { '5m': 300_000, '15m': 900_000, '1h': 3_600_000, '4h': 14_400_000, '1d': DAY };
 
+  // History pickers: bucket width → how many buckets a chart shows.
+  const HISTORY_BUCKETS = [['1h', '1 hour (last 12 days)', 288], ['4h', '4 hours (last 30 days)', 180], ['1d', '1 day (last 90 days)', 90]];
+  const historyLimit = (interval) => HISTORY_BUCKETS.find(([v]) => v === interval)[2];
+  const MIN_VALUES = [['', 'Any'], ['100000', '$100K'], ['1000000', '$1M'], ['10000000', '$10M']];
+
   let network = null;
   // Bumped on every navigation: the answers of a page left behind are dropped.
   let generation = 0;
@@ -143,6 +148,8 @@
     return group(v.toFixed(decimals).split('.')[0]) + (decimals ? `.${v.toFixed(decimals).split('.')[1]}` : '');
   }
 
+  const card = (label, value, cls) => h('div', { class: 'card' },
+    h('div', { class: 'label' }, label), h('div', { class: `value ${cls || ''}` }, value));
   const walletLink = (address, label) => h('a', { href: `#/wallets/${address}`, class: label ? null : 'mono', title: address },
     label || shortAddress(address));
   const marketLink = (symbol) => h('a', { href: `#/markets/${encodeURIComponent(symbol)}` }, symbol);
@@ -485,7 +492,7 @@
       h('section', { class: 'panel', 'aria-labelledby': 'liq-h' }, h('h2', { id: 'liq-h' }, 'Liquidation map'), liq),
       h('section', { class: 'panel', 'aria-labelledby': 'whales-h' }, h('h2', { id: 'whales-h' }, 'Whale positions'), whales),
       h('section', { class: 'panel', 'aria-labelledby': 'hist-h' }, h('h2', { id: 'hist-h' }, 'Positioning over time'),
-          h('div', { class: 'toolbar' }, picker('Buckets', [['1h', '1 hour (last 12 days)'], ['4h', '4 hours (last 30 days)'], ['1d', '1 day (last 90 days)']], historyInterval,
+          h('div', { class: 'toolbar' }, picker('Buckets', HISTORY_BUCKETS, historyInterval,
             (v) => { historyInterval = v; loadHistory(); })),
           history),
       h('section', { class: 'panel', 'aria-labelledby': 'coh-h' }, h('h2', { id: 'coh-h' }, 'Size classes'), cohorts)];
@@ -497,7 +504,6 @@
       document.title = `${market.symbol} · Market data explorer`;
       main.append(...rest);
       startRest();
-      const card = (label, value, cls) => h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: `value ${cls || ''}` }, value));
       return h('div', { class: 'cards' },
         card('Price', exact(market.price)),
         card('24h change', pct(market.change24hPct), Number(market.change24hPct) >= 0 ? 'long' : 'short'),
@@ -555,13 +561,13 @@
         (page) => (page.items.length ? positionsTable(page.items, false) : empty('No open position matches these filters.')));
       whales.replaceChildren(h('div', { class: 'toolbar' },
         picker('Direction', [['', 'Both'], ['long', 'Long'], ['short', 'Short']], direction, (v) => { direction = v; reload(); }),
-        picker('Minimum value', [['', 'Any'], ['100000', '$100K'], ['1000000', '$1M'], ['10000000', '$10M']], minValue, (v) => { minValue = v; reload(); })),
+        picker('Minimum value', MIN_VALUES, minValue, (v) => { minValue = v; reload(); })),
       list);
       return reload;
     })();
 
     const loadHistory = () => section(history, async () => {
-      const limit = { '1h': 288, '4h': 180, '1d': 90 }[historyInterval];
+      const limit = historyLimit(historyInterval);
       const page = await api(`${path}/history`, { interval: historyInterval, limit });
       const items = page.items;
       if (!items.length) return empty('No history yet: it is written with every data version (scan, track, import or seed-demo).');
@@ -874,7 +880,7 @@
     const rest = [
       h('section', { class: 'panel', 'aria-labelledby': 'pos-h' }, h('h2', { id: 'pos-h' }, 'Open positions'), positions),
       h('section', { class: 'panel', 'aria-labelledby': 'wh-h' }, h('h2', { id: 'wh-h' }, 'Account over time'),
-        h('div', { class: 'toolbar' }, picker('Buckets', [['1h', '1 hour (last 12 days)'], ['4h', '4 hours (last 30 days)'], ['1d', '1 day (last 90 days)']], interval, (v) => { interval = v; loadHistory(); })),
+        h('div', { class: 'toolbar' }, picker('Buckets', HISTORY_BUCKETS, interval, (v) => { interval = v; loadHistory(); })),
         history),
       h('section', { class: 'panel', 'aria-labelledby': 'ev-h' }, h('h2', { id: 'ev-h' }, 'Position events'), events)];
     main.replaceChildren(h('p', {}, h('a', { href: '#/wallets' }, '← Wallets')), head);
@@ -888,7 +894,6 @@
       pager(events, (cursor) => api(net('/position-events'), { address, limit: 25, cursor }),
         (page) => (page.items.length ? eventsTable(page.items, { wallet: false }) : empty('No position event recorded for this wallet.')));
       document.title = `${w.label || shortAddress(w.address)} · Market data explorer`;
-      const card = (label, value, cls) => h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: `value ${cls || ''}` }, value));
       return [
         h('h1', {}, w.label || 'Wallet', ' ', h('span', { class: 'mono muted' }, w.address)),
         h('p', {}, w.tags.map((t) => h('span', { class: 'tag' }, t)), `${w.sizeClass}, net ${w.direction || 'flat'}; observed ${when(w.observedAt)}`,
@@ -905,7 +910,7 @@
       ];
     });
     const loadHistory = () => section(history, async () => {
-      const limit = { '1h': 288, '4h': 180, '1d': 90 }[interval];
+      const limit = historyLimit(interval);
       const page = await api(`${path}/history`, { interval, limit });
       if (!page.items.length) return empty('No history for this wallet yet.');
       const series = (name, color, f) => ({ name, color, values: page.items.map((p) => [p.time, Number(p[f])]) });
@@ -940,7 +945,7 @@
       h('p', { class: 'muted' }, 'Derived from consecutive observations of each wallet, newest first.'),
       h('div', { class: 'toolbar' },
         picker('Event', [['', 'All'], ['opened', 'Opened'], ['increased', 'Increased'], ['reduced', 'Reduced'], ['closed', 'Closed'], ['closed_near_liquidation', 'Closed near liquidation'], ['flipped', 'Flipped']], eventQuery.kind, (v) => { eventQuery.kind = v; reload(); }),
-        picker('Minimum value', [['', 'Any'], ['100000', '$100K'], ['1000000', '$1M'], ['10000000', '$10M']], eventQuery.minValue, (v) => { eventQuery.minValue = v; reload(); }),
+        picker('Minimum value', MIN_VALUES, eventQuery.minValue, (v) => { eventQuery.minValue = v; reload(); }),
         h('span', {}, h('label', { for: 'event-asset' }, 'Market'), asset)),
       list);
     reload();
