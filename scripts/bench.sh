@@ -6,7 +6,8 @@
 #   scripts/bench.sh [RUNS] [WALLETS]       (defaults: 3 runs, 100000 wallets)
 #
 # `serve` runs with its defaults except the access log, which is off
-# (ACCESS_LOG=true to measure with it). After the load table, a last phase
+# (ACCESS_LOG=true to measure with it); a later phase measures market
+# detail with the access log on (the default) against off. After the load table, a last phase
 # applies a new data version (a full re-seed, heavier than a scan) while a
 # light load runs, and prints the slowest request seen in each phase of it.
 # RUNS=0 skips the table (only start-up, memory and that last phase).
@@ -129,6 +130,31 @@ for i in "${!PATHS[@]}"; do
 done
 echo
 echo "median of $RUNS alternating runs, wrk -t2 -c64 -d$DURATION, $(nproc) cores; serve RSS now: $(grep VmRSS /proc/$SERVER/status | awk '{print $2, $3}')"
+fi
+
+# The access log's cost: the same binary with its default configuration
+# (access log on, text, stderr to a file) against the table's server (log
+# off), alternating on market detail, the smallest and most frequent answer.
+if [ "$RUNS" -gt 0 ]; then
+  LOGGED=127.0.0.1:18804
+  "$BIN" serve --bind "$LOGGED" --database-url "$WORK/bench.db" 2> "$WORK/logged.log" &
+  LOGGED_PID=$!
+  until curl -sf "http://$LOGGED/healthz" > /dev/null; do sleep 0.05; done
+  : > "$WORK/on"; : > "$WORK/off"; : > "$WORK/base"
+  for _ in $(seq 1 "$RUNS"); do
+    measure "http://$LOGGED${PATHS[1]}" >> "$WORK/on"
+    measure "http://$OURS${PATHS[1]}" >> "$WORK/off"
+    measure "http://$BASE/bytes/${SIZES[1]}" >> "$WORK/base"
+  done
+  on=$(cut -d' ' -f1 "$WORK/on" | median); off=$(cut -d' ' -f1 "$WORK/off" | median); base=$(cut -d' ' -f1 "$WORK/base" | median)
+  echo
+  echo "| market detail | access log on (default) req/s | off req/s | on / off | on / baseline | off / baseline | on p99 ms | off p99 ms |"
+  echo "|---|---|---|---|---|---|---|---|"
+  printf "| %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |\n" "${SIZES[1]} bytes" "$on" "$off" \
+    "$(echo "$on / $off" | bc -l)" "$(echo "$on / $base" | bc -l)" "$(echo "$off / $base" | bc -l)" \
+    "$(cut -d' ' -f3 "$WORK/on" | median)" "$(cut -d' ' -f3 "$WORK/off" | median)"
+  kill "$LOGGED_PID"; wait "$LOGGED_PID" 2> /dev/null || true
+  echo "access-log lines written: $(grep -c ' INFO  access\]' "$WORK/logged.log"), dropped: $(grep ' lines dropped' "$WORK/logged.log" | awk '{ n += $4 } END { print n + 0 }')"
 fi
 
 # Cold reads: the first request for each of 20 assets' 90 days of hourly

@@ -1264,7 +1264,78 @@ async fn the_explorer_is_served_and_locked_to_its_origin(backend: Backend) {
     );
 }
 
+/// A sink the test reads back.
+#[derive(Clone, Default)]
+struct SharedSink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+impl std::io::Write for SharedSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Every answer gets a line (rejections by the middleware too), in JSON when
+/// asked, with the request id answered, and a key in the query is never
+/// written.
+async fn the_access_log_has_a_line_per_answer(backend: Backend) {
+    use market_data_server::access_log::{AccessLog, Format};
+    let app = spawn_app(backend).await;
+    let sink = SharedSink::default();
+    let log = AccessLog::start(Format::Json, Box::new(sink.clone()), 1024);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server =
+        market_data_server::app::serve(listener, app.state.clone(), 1, Some(log.clone())).unwrap();
+    tokio::spawn(server);
+    let client = reqwest::Client::new();
+    let mut sent = Vec::new();
+    for (path, key, status) in [
+        ("/v1/networks/perpnet/markets/BTC", true, 200),
+        ("/v1/networks/perpnet/markets/NOPE", true, 404),
+        ("/v1/networks", false, 401),
+        ("/v1/networks?api_key=mds_secret", true, 400),
+        ("/explore", false, 200),
+    ] {
+        let mut req = client.get(format!("{base}{path}"));
+        if key {
+            req = req.header("X-API-Key", &app.token);
+        }
+        let res = req.send().await.unwrap();
+        assert_eq!(res.status().as_u16(), status, "{path}");
+        let rid = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+        let len = res.bytes().await.unwrap().len() as u64;
+        sent.push((path, status, rid, len));
+    }
+    assert!(log.flush(std::time::Duration::from_secs(5)));
+    let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+    assert!(!text.contains("mds_secret"), "{text}");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), sent.len(), "{text}");
+    for (line, (path, status, rid, len)) in lines.iter().zip(&sent) {
+        let logged = if path.contains("api_key") {
+            "/v1/networks?<redacted>"
+        } else {
+            path
+        };
+        assert_eq!(line["path"], *logged);
+        assert_eq!(line["status"], *status);
+        assert_eq!(line["requestId"], rid.as_str());
+        assert_eq!(line["bytes"], *len, "{path}");
+        assert_eq!(line["method"], "GET");
+        assert_eq!(line["remote"], "127.0.0.1");
+        assert!(line["durationMs"].as_f64().unwrap() >= 0.0);
+    }
+    assert_eq!(log.dropped(), 0);
+}
+
 crate::on_both_backends!(
+    the_access_log_has_a_line_per_answer,
     the_explorer_is_served_and_locked_to_its_origin,
     conditional_requests_and_freshness_headers,
     networks_lists_perpnet_with_asset_count,

@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use market_store::{PoolOptions, Store};
 
+use crate::access_log::AccessLog;
 use crate::state::AppState;
 use crate::{app, seed, tokens};
 
@@ -62,11 +63,15 @@ pub struct ServeArgs {
     /// Memory bound (MiB) of the cache of rendered pages of the database-backed endpoints (liquidity-levels, candles, history, position events, wallet detail) of the served data version (0 disables it). A page larger than a quarter of the bound is served but not cached.
     #[arg(long, env = "PAGE_CACHE_MB", default_value_t = 64)]
     pub page_cache_mb: usize,
-    /// Log one line per request (log target `access`). Turning it off saves a
-    /// formatted, unbuffered stderr write per request (about 15 % of the
-    /// throughput of small responses; see docs/performance.md).
+    /// Log one line per request to stderr (log target `access`:
+    /// `RUST_LOG=info,access=off` also turns it off). Lines are queued to a
+    /// writer thread and written in batches, off the request path; if the
+    /// writer falls behind, lines are dropped and counted, never waited for.
     #[arg(long, env = "ACCESS_LOG", default_value_t = true, action = clap::ArgAction::Set)]
     pub access_log: bool,
+    /// Access-log line format: `text` (the classic line) or `json` (one object per line).
+    #[arg(long, env = "ACCESS_LOG_FORMAT", value_enum, default_value_t = crate::access_log::Format::Text)]
+    pub access_log_format: crate::access_log::Format,
     /// Database selection.
     #[command(flatten)]
     pub db: DbArgs,
@@ -375,8 +380,23 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
         "listening on http://{} ({workers} workers)",
         listener.local_addr()?
     );
-    let server = app::serve(listener, state.clone(), workers, args.access_log)?;
+    // `RUST_LOG` keeps governing the `access` target, as when it went
+    // through the logger.
+    let access_log = (args.access_log && log::log_enabled!(target: "access", log::Level::Info))
+        .then(|| {
+            AccessLog::start(
+                args.access_log_format,
+                Box::new(std::io::stderr()),
+                crate::access_log::QUEUE,
+            )
+        });
+    let server = app::serve(listener, state.clone(), workers, access_log.clone())?;
     actix_web::rt::System::new().block_on(server)?;
+    if let Some(log) = access_log {
+        if !log.flush(std::time::Duration::from_secs(2)) {
+            log::warn!("the access log could not be written out at shutdown");
+        }
+    }
     // Graceful stop (SIGINT/SIGTERM): keep the last few seconds of usage.
     if let Err(e) = state.flush_usage() {
         log::warn!("could not record token usage at shutdown: {e}");

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod access_log;
 pub mod app;
 pub mod cli;
 pub mod error;

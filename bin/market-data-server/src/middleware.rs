@@ -295,7 +295,8 @@ async fn authenticate(req: &ServiceRequest) -> Result<(TokenId, time::OffsetDate
     Ok((TokenId(record.id), now))
 }
 
-fn has_key_like_query(query: &str) -> bool {
+/// Whether a query string names a parameter that looks like an API key.
+pub(crate) fn has_key_like_query(query: &str) -> bool {
     form_urlencoded::parse(query.as_bytes()).any(|(k, _)| {
         let k = k.to_ascii_lowercase().replace(['-', '_'], "");
         matches!(
