@@ -5,6 +5,7 @@ mod history;
 mod postgres_scaleout;
 mod scanner;
 mod schema_conformance;
+mod shutdown;
 mod support;
 mod tracker;
 
@@ -1287,8 +1288,15 @@ async fn the_access_log_has_a_line_per_answer(backend: Backend) {
     let log = AccessLog::start(Format::Json, Box::new(sink.clone()), 1024);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let server =
-        market_data_server::app::serve(listener, app.state.clone(), 1, Some(log.clone())).unwrap();
+    let server = market_data_server::app::serve(
+        listener,
+        app.state.clone(),
+        market_data_server::app::ServeOptions {
+            access_log: Some(log.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     tokio::spawn(server);
     let client = reqwest::Client::new();
     let mut sent = Vec::new();

@@ -255,7 +255,7 @@ pub async fn start_app(backend: Backend, db: TestDatabase, pool: PoolOptions) ->
     let state = AppState::new(store.clone()).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = format!("http://{}", listener.local_addr().unwrap());
-    let server = app::serve(listener, state.clone(), 1, None).unwrap();
+    let server = app::serve(listener, state.clone(), app::ServeOptions::default()).unwrap();
     tokio::spawn(server);
     TestApp {
         backend,

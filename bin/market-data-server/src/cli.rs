@@ -72,6 +72,11 @@ pub struct ServeArgs {
     /// Access-log line format: `text` (the classic line) or `json` (one object per line).
     #[arg(long, env = "ACCESS_LOG_FORMAT", value_enum, default_value_t = crate::access_log::Format::Text)]
     pub access_log_format: crate::access_log::Format,
+    /// Seconds a graceful stop (SIGTERM or SIGINT) lets the requests in
+    /// flight finish; connections still open after that are closed. The
+    /// process then writes out the access log and token usage and exits 0.
+    #[arg(long, env = "SHUTDOWN_TIMEOUT", value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub shutdown_timeout: u64,
     /// Database selection.
     #[command(flatten)]
     pub db: DbArgs,
@@ -390,16 +395,23 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
                 crate::access_log::QUEUE,
             )
         });
-    let server = app::serve(listener, state.clone(), workers, access_log.clone())?;
-    actix_web::rt::System::new().block_on(server)?;
+    let options = app::ServeOptions {
+        workers,
+        access_log: access_log.clone(),
+        stop_on_signals: true,
+        shutdown_timeout: std::time::Duration::from_secs(args.shutdown_timeout),
+    };
+    actix_web::rt::System::new()
+        .block_on(async { app::serve(listener, state.clone(), options)?.await })?;
     if let Some(log) = access_log {
         if !log.flush(std::time::Duration::from_secs(2)) {
             log::warn!("the access log could not be written out at shutdown");
         }
     }
-    // Graceful stop (SIGINT/SIGTERM): keep the last few seconds of usage.
-    if let Err(e) = state.flush_usage() {
-        log::warn!("could not record token usage at shutdown: {e}");
+    // The usage of the last requests (the flusher writes every few seconds).
+    match state.flush_usage() {
+        Ok(()) => log::info!("stopped: every answered request is recorded in token usage"),
+        Err(e) => log::warn!("could not record token usage at shutdown: {e}"),
     }
     Ok(())
 }

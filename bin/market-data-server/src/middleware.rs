@@ -3,12 +3,15 @@
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::http::ConnectionType;
 use actix_web::middleware::Next;
 use actix_web::{web, Error, HttpResponse, ResponseError};
 use std::sync::Arc;
+use std::time::Instant;
 
 use rand::Rng;
 
+use crate::access_log::AccessLog;
 use crate::app::{ApiPrefix, RoutePattern};
 use crate::error::{problem_response, ApiError, ProblemKind, PROBLEM_JSON};
 use crate::state::{AppState, UsageEndpoint};
@@ -51,12 +54,14 @@ fn kind_for_status(status: u16) -> ProblemKind {
 }
 
 /// Outermost middleware: assigns the request id, turns every error into a
-/// problem-details body carrying `instance` and `requestId`, and echoes the
-/// id in `X-Request-Id`.
+/// problem-details body carrying `instance` and `requestId`, echoes the id
+/// in `X-Request-Id`, closes connections once the server is stopping, and
+/// queues the access-log line.
 pub async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
+    let start = Instant::now();
     // Kept as the header value it is echoed in: no string per request.
     let request_id = req
         .headers()
@@ -76,7 +81,7 @@ pub async fn request_context(
         problem.request_id = Some(rid());
         let mut res = req.into_response(problem_response(&e, &problem));
         res.headers_mut().insert(REQUEST_ID, request_id);
-        return Ok(res);
+        return Ok(answered(res, start));
     }
     // Inner layers turn their errors into responses (handlers do, and
     // `require_api_key` does), so an `Err` here is a framework failure;
@@ -125,7 +130,28 @@ pub async fn request_context(
         res
     };
     res.headers_mut().insert(REQUEST_ID, request_id);
-    Ok(res)
+    Ok(answered(res, start))
+}
+
+/// Last touches on every answer: the connection closes once the server is
+/// stopping, and the access log gets its line.
+fn answered(mut res: ServiceResponse<BoxBody>, start: Instant) -> ServiceResponse<BoxBody> {
+    // During a graceful stop, a kept-alive connection would hold the stop
+    // open and its next request would find nobody listening: close it after
+    // this answer, so the client reconnects (to another replica).
+    if res
+        .request()
+        .app_data::<web::Data<AppState>>()
+        .is_some_and(|state| state.is_stopping())
+    {
+        res.response_mut()
+            .head_mut()
+            .set_connection_type(ConnectionType::Close);
+    }
+    if let Some(log) = res.request().app_data::<web::Data<AccessLog>>() {
+        log.log_response(&res, start);
+    }
+    res
 }
 
 /// Guards the API scopes: 406 when `Accept` excludes JSON, 401 without a

@@ -2,7 +2,7 @@
 //! (`reload`), the rendered-page cache (`pages`), the token cache
 //! (`tokens`) and token usage (`usage`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -35,6 +35,8 @@ pub struct AppState {
     pages: PageCache<ApiError>,
     /// Data versions served by applying their changes, and by loading them whole.
     reloads: [AtomicU64; 2],
+    /// Set when a graceful stop began.
+    stopping: AtomicBool,
 }
 
 fn empty_snapshot() -> Snapshot {
@@ -74,6 +76,7 @@ impl AppState {
             usage: Mutex::new(UsageBuffer::default()),
             pages: PageCache::new(page_cache_bytes),
             reloads: Default::default(),
+            stopping: AtomicBool::new(false),
         });
         state.reload()?;
         Ok(state)
@@ -102,6 +105,18 @@ impl AppState {
         F: std::future::Future<Output = Result<Bytes, ApiError>>,
     {
         self.pages.get_or_render(version, key, render).await
+    }
+
+    /// Marks the server as stopping: responses from now on close their
+    /// connection, and `/readyz` answers 503, so clients and load balancers
+    /// move on while the requests in flight finish.
+    pub fn begin_shutdown(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a graceful stop began.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
     }
 
     /// A cached token record, if verified less than [`TOKEN_CACHE_TTL`] ago.
