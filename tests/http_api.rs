@@ -3,6 +3,7 @@
 mod client;
 mod error_contract;
 mod history;
+mod metrics;
 mod postgres_scaleout;
 mod scanner;
 mod schema_conformance;

@@ -407,9 +407,47 @@ async fn rate_limit_and_retries_are_respected(backend: Backend) {
         backoff: Duration::from_millis(20),
         ..ScanConfig::default()
     };
+    let metrics = market_data_server::metrics::IngestMetrics::new(&cfg, None);
+    let started = std::time::Instant::now();
     let report = scan(&app.store, &server, cfg).await.unwrap();
     assert_eq!(report.wallets_ok, 40, "429s were retried");
     let log = server.knobs.log.lock().unwrap().clone();
+    // The scan's metrics agree with its report and with what the source saw.
+    let text = metrics.render(started);
+    let m = |name: &str, labels: &[(&str, &str)]| crate::support::metric(&text, name, labels);
+    assert_eq!(
+        m("market_data_ingest_requests_total", &[]),
+        report.requests as f64
+    );
+    assert_eq!(report.requests, log.len() as u64, "{text}");
+    assert_eq!(
+        m("market_data_ingest_weight_total", &[]),
+        report.weight as f64
+    );
+    assert!(
+        m("market_data_ingest_request_failures_total", &[]) >= 3.0,
+        "the three 429s"
+    );
+    assert_eq!(
+        m("market_data_ingest_wallet_reads_total", &[("result", "ok")]),
+        40.0
+    );
+    assert_eq!(
+        m(
+            "market_data_ingest_wallet_reads_total",
+            &[("result", "failed")]
+        ),
+        0.0
+    );
+    assert_eq!(
+        m("market_data_ingest_weight_budget_per_minute", &[]),
+        150.0 * 60.0
+    );
+    assert!(m("market_data_ingest_last_version_seconds", &[]) > 0.0);
+    assert!(
+        m("market_data_ingest_staleness_seconds", &[]) < 5.0,
+        "{text}"
+    );
     assert!(log.len() as u64 >= 40 * 2 + 3);
     let mut worst = 0;
     for &(t, _, _) in &log {

@@ -19,9 +19,9 @@ use crate::support::*;
 const MARKET: &str = "/v1/networks/perpnet/markets/BTC";
 
 /// `serve` as its own process, killed if a test fails before it exits.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
 }
 
 impl Drop for Server {
@@ -33,18 +33,20 @@ impl Drop for Server {
 
 impl Server {
     fn start(db: &TestDatabase, shutdown_timeout: u64, log: &Path) -> Server {
+        Server::start_with(
+            db,
+            &["--shutdown-timeout", &shutdown_timeout.to_string()],
+            log,
+        )
+    }
+
+    /// `serve` on a free port with two workers and the `extra` arguments;
+    /// its log goes to `log`.
+    pub(crate) fn start_with(db: &TestDatabase, extra: &[&str], log: &Path) -> Server {
         let child = Command::new(env!("CARGO_BIN_EXE_market-data-server"))
-            .args([
-                "serve",
-                "--bind",
-                "127.0.0.1:0",
-                "--workers",
-                "2",
-                "--shutdown-timeout",
-                &shutdown_timeout.to_string(),
-                "--database-url",
-                db.url(),
-            ])
+            .args(["serve", "--bind", "127.0.0.1:0", "--workers", "2"])
+            .args(extra)
+            .args(["--database-url", db.url()])
             .env("RUST_LOG", "info")
             .stderr(std::fs::File::create(log).unwrap())
             .spawn()

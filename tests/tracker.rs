@@ -352,6 +352,7 @@ fn library_tracker(
             backoff: Duration::from_millis(50),
             stale_after: 0,
             source_name: "track",
+            counters: Default::default(),
         },
         intervals: Intervals::default(),
         candles: false,
@@ -444,6 +445,49 @@ async fn track_stays_within_the_budget_and_backs_off_429s() {
         "every whale was read"
     );
     assert!(tracker.stats.publishes.load(Ordering::Relaxed) >= 1);
+
+    // Its metrics agree with what the fake exchange saw and the registry holds.
+    let metrics = market_data_server::metrics::IngestMetrics::new(
+        &tracker.config().scan,
+        Some(tracker.clone()),
+    );
+    let text = metrics.render(std::time::Instant::now());
+    let m = |name: &str, labels: &[(&str, &str)]| crate::support::metric(&text, name, labels);
+    assert_eq!(
+        m("market_data_ingest_requests_total", &[]),
+        log.len() as f64,
+        "{text}"
+    );
+    let weight: u32 = log.iter().map(|(_, w, _)| w).sum();
+    assert_eq!(m("market_data_ingest_weight_total", &[]), f64::from(weight));
+    assert!(
+        m("market_data_ingest_request_failures_total", &[]) >= 3.0,
+        "the three 429s"
+    );
+    assert_eq!(
+        m("market_data_ingest_wallet_reads_total", &[("result", "ok")]),
+        reads as f64
+    );
+    assert_eq!(
+        m("market_data_ingest_weight_budget_per_minute", &[]),
+        160.0 * 30.0
+    );
+    assert_eq!(m("market_data_tracker_wallets", &[]), registry.len() as f64);
+    assert_eq!(
+        m("market_data_tracker_unread_wallets", &[]),
+        (registry.len() - read) as f64
+    );
+    let whale_age = m(
+        "market_data_tracker_oldest_read_age_seconds",
+        &[("tier", "whale")],
+    );
+    assert!(
+        (0.0..10.0).contains(&whale_age),
+        "whales read within the run: {whale_age}"
+    );
+    assert!(m("market_data_tracker_publishes_total", &[("result", "ok")]) >= 1.0);
+    let staleness = m("market_data_ingest_staleness_seconds", &[]);
+    assert!((0.0..10.0).contains(&staleness), "{staleness}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

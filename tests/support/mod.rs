@@ -409,3 +409,31 @@ fn pg_urls_swap_the_database() {
     );
     assert_eq!(pg_url_for("postgres://h", "x"), "postgres://h/x");
 }
+
+/// The sum of the samples of metric `name` in a Prometheus text exposition
+/// whose labels include every pair of `labels` (0 when none matches).
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut total = 0.0;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (series, value) = line.rsplit_once(' ').expect("`series value` lines");
+        let (series_name, series_labels) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if series_name != name {
+            continue;
+        }
+        let pairs: Vec<(&str, &str)> = series_labels
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let (k, v) = p.split_once('=').expect("label=value");
+                (k, v.trim_matches('"'))
+            })
+            .collect();
+        if labels.iter().all(|want| pairs.contains(want)) {
+            total += value.parse::<f64>().expect("a number");
+        }
+    }
+    total
+}

@@ -77,6 +77,11 @@ pub struct ServeArgs {
     /// process then writes out the access log and token usage and exits 0.
     #[arg(long, env = "SHUTDOWN_TIMEOUT", value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub shutdown_timeout: u64,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (for example
+    /// `127.0.0.1:9464`): a separate address, without an API key, for the
+    /// operator's network. Off when not given.
+    #[arg(long, env = "METRICS_BIND", value_name = "ADDR")]
+    pub metrics_bind: Option<String>,
     /// Database selection.
     #[command(flatten)]
     pub db: DbArgs,
@@ -97,6 +102,22 @@ pub struct ScanTuning {
     /// Retries of a request after 429, 5xx, timeouts or transport errors (with doubling backoff from 0.5 s).
     #[arg(long, default_value_t = 4)]
     pub retries: u32,
+    /// Serve Prometheus metrics (requests, weight, failures, wallets
+    /// refreshed, staleness) at `http://ADDR/metrics` while it runs. Off
+    /// when not given.
+    #[arg(long, env = "METRICS_BIND", value_name = "ADDR")]
+    pub metrics_bind: Option<String>,
+}
+
+/// Binds `addr` and serves `render` at `/metrics` there.
+fn serve_metrics(
+    addr: &str,
+    render: std::sync::Arc<dyn Fn() -> String + Send + Sync>,
+) -> anyhow::Result<()> {
+    let listener =
+        TcpListener::bind(addr).with_context(|| format!("binding the metrics address {addr}"))?;
+    crate::metrics::spawn_endpoint(listener, render)?;
+    Ok(())
 }
 
 impl ScanTuning {
@@ -109,6 +130,7 @@ impl ScanTuning {
             backoff: std::time::Duration::from_millis(500),
             stale_after,
             source_name: "scan",
+            counters: Default::default(),
         }
     }
 }
@@ -376,6 +398,13 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
     crate::platform::tune_allocator();
     state.spawn_reloader();
     state.spawn_usage_flusher();
+    if let Some(addr) = &args.metrics_bind {
+        let state = state.clone();
+        serve_metrics(
+            addr,
+            std::sync::Arc::new(move || state.metrics.render(&state)),
+        )?;
+    }
     let listener =
         TcpListener::bind(&args.bind).with_context(|| format!("binding {}", args.bind))?;
     let workers = args
@@ -582,6 +611,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 &info_url,
                 std::time::Duration::from_secs(tuning.timeout),
             );
+            if let Some(addr) = &tuning.metrics_bind {
+                let metrics = crate::metrics::IngestMetrics::new(&cfg, None);
+                let started = std::time::Instant::now();
+                serve_metrics(addr, std::sync::Arc::new(move || metrics.render(started)))?;
+            }
             loop {
                 let started = std::time::Instant::now();
                 eprintln!("scanning {} wallets from {info_url}", list.len());
@@ -647,7 +681,20 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 std::time::Duration::from_secs(tuning.timeout),
             );
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let tracker = market_tracker::Tracker::new(cfg, store, Box::new(source), stop.clone())?;
+            let tracker = std::sync::Arc::new(market_tracker::Tracker::new(
+                cfg,
+                store,
+                Box::new(source),
+                stop.clone(),
+            )?);
+            if let Some(addr) = &tuning.metrics_bind {
+                let metrics = crate::metrics::IngestMetrics::new(
+                    &tracker.config().scan,
+                    Some(tracker.clone()),
+                );
+                let started = std::time::Instant::now();
+                serve_metrics(addr, std::sync::Arc::new(move || metrics.render(started)))?;
+            }
             eprintln!("tracking {info_url}; a data version is published every {publish_every} s");
             tracker.run();
         }

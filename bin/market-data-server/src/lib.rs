@@ -7,6 +7,7 @@ pub mod cli;
 pub mod error;
 pub mod explore;
 pub mod http;
+pub mod metrics;
 pub mod middleware;
 pub mod openapi;
 pub mod platform;

@@ -6,6 +6,7 @@ use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::http::ConnectionType;
 use actix_web::middleware::Next;
 use actix_web::{web, Error, HttpResponse, ResponseError};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -133,17 +134,41 @@ pub async fn request_context(
     Ok(answered(res, start))
 }
 
+/// The route label of a request no route matched.
+const UNMATCHED: &str = "unmatched";
+
 /// Last touches on every answer: the connection closes once the server is
-/// stopping, and the access log gets its line.
+/// stopping, the metrics count it, and the access log gets its line.
 fn answered(mut res: ServiceResponse<BoxBody>, start: Instant) -> ServiceResponse<BoxBody> {
     // During a graceful stop, a kept-alive connection would hold the stop
     // open and its next request would find nobody listening: close it after
     // this answer, so the client reconnects (to another replica).
-    if res
-        .request()
-        .app_data::<web::Data<AppState>>()
-        .is_some_and(|state| state.is_stopping())
-    {
+    let stopping = match res.request().app_data::<web::Data<AppState>>() {
+        Some(state) => {
+            let req = res.request();
+            // An API route carries its prefix and pattern as static strings
+            // once it is reached; asking the router (`match_pattern`) matches
+            // the path again and allocates, which only the other answers pay
+            // (a 401 or 406 from the guard, a 404, the public routes).
+            let prefix = req.app_data::<ApiPrefix>().map_or("", |p| p.0);
+            let route = match req.app_data::<RoutePattern>() {
+                Some(route) => Cow::Borrowed(route.0),
+                None => match req.match_pattern() {
+                    Some(full) => match full.strip_prefix(prefix) {
+                        Some(under) => Cow::Owned(under.to_owned()),
+                        None => Cow::Owned(full),
+                    },
+                    None => Cow::Borrowed(UNMATCHED),
+                },
+            };
+            state
+                .metrics
+                .observe(prefix, &route, res.status().as_u16(), start.elapsed());
+            state.is_stopping()
+        }
+        None => false,
+    };
+    if stopping {
         res.response_mut()
             .head_mut()
             .set_connection_type(ConnectionType::Close);

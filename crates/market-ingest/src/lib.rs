@@ -7,5 +7,6 @@ pub mod mapping;
 pub mod scan;
 pub mod source;
 pub use scan::{
-    parse_wallet_list, run_scan, ScanConfig, ScanError, ScanReport, WalletEntry, WalletProgress,
+    parse_wallet_list, run_scan, IngestCounters, ScanConfig, ScanError, ScanReport, WalletEntry,
+    WalletProgress,
 };

@@ -4,8 +4,8 @@
 use std::collections::{HashMap, HashSet};
 
 use bigdecimal::Zero;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use market_engine::analytics::WalletHistory;
@@ -51,6 +51,27 @@ pub struct ScanConfig {
     pub stale_after: u32,
     /// What produced the data versions (`scan`, `import`), recorded with each.
     pub source_name: &'static str,
+    /// Running totals, shared with whoever reports them while a scan runs
+    /// (the metrics endpoint of `scan` and `track`).
+    pub counters: Arc<IngestCounters>,
+}
+
+/// Running totals of the requests and wallet reads of every scan (or of a
+/// `track` run) made with one [`ScanConfig`]; each only grows.
+#[derive(Debug, Default)]
+pub struct IngestCounters {
+    /// Requests sent (attempts, retries included).
+    pub requests: AtomicU64,
+    /// Request weight spent.
+    pub weight: AtomicU64,
+    /// Attempts that failed (each retry that failed again counts).
+    pub failures: AtomicU64,
+    /// Wallets read successfully.
+    pub wallets_ok: AtomicU64,
+    /// Wallets that failed after their retries.
+    pub wallets_failed: AtomicU64,
+    /// Unix time of the last data version a scan wrote; 0 before the first.
+    pub last_version_at: AtomicI64,
 }
 
 impl Default for ScanConfig {
@@ -63,6 +84,7 @@ impl Default for ScanConfig {
             backoff: Duration::from_millis(500),
             stale_after: 3,
             source_name: "scan",
+            counters: Arc::default(),
         }
     }
 }
@@ -235,7 +257,16 @@ impl<'a> Fetcher<'a> {
             self.limiter.acquire(weight);
             self.requests.fetch_add(1, Ordering::Relaxed);
             self.weight.fetch_add(u64::from(weight), Ordering::Relaxed);
-            match self.source.request(body) {
+            let shared = &self.cfg.counters;
+            shared.requests.fetch_add(1, Ordering::Relaxed);
+            shared
+                .weight
+                .fetch_add(u64::from(weight), Ordering::Relaxed);
+            let result = self.source.request(body);
+            if result.is_err() {
+                shared.failures.fetch_add(1, Ordering::Relaxed);
+            }
+            match result {
                 Ok(v) => return Ok(v),
                 Err(e) if e.retryable() && attempt < self.cfg.retries => {
                     let mut delay = self.cfg.backoff * 2u32.pow(attempt);
@@ -416,6 +447,11 @@ pub fn run_scan(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(entry) = wallets.get(i) else { return };
                 let result = observe_wallet(&fetcher, &entry.address, &dex_names, &marks, now);
+                let counted = match &result {
+                    Ok(_) => &cfg.counters.wallets_ok,
+                    Err(_) => &cfg.counters.wallets_failed,
+                };
+                counted.fetch_add(1, Ordering::Relaxed);
                 if let Err(e) = &result {
                     failed.fetch_add(1, Ordering::Relaxed);
                     log::warn!("wallet {} failed after retries: {e}", entry.address);
@@ -609,6 +645,10 @@ pub fn run_scan(
     report.requests = fetcher.requests.load(Ordering::Relaxed);
     report.weight = fetcher.weight.load(Ordering::Relaxed);
     report.elapsed = started.elapsed();
+    cfg.counters.last_version_at.store(
+        OffsetDateTime::now_utc().unix_timestamp(),
+        Ordering::Relaxed,
+    );
     Ok(report)
 }
 

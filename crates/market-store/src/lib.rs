@@ -313,6 +313,16 @@ impl Store {
         self.kind
     }
 
+    /// The connection pool now: (connections open, of which idle, most allowed).
+    pub fn pool_state(&self) -> (u32, u32, u32) {
+        let state = self.pool.state();
+        (
+            state.connections,
+            state.idle_connections,
+            self.pool.max_size(),
+        )
+    }
+
     /// A pooled connection, or [`StoreError::Unavailable`] after the pool timeout.
     pub(crate) fn conn(&self) -> Result<r2d2::PooledConnection<ConnectionManager>, StoreError> {
         self.pool

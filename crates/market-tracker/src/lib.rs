@@ -6,5 +6,5 @@ pub mod schedule;
 pub mod tracker;
 pub mod ws;
 
-pub use schedule::{Discovery, Intervals, Schedule, Tier};
+pub use schedule::{Discovery, Intervals, Schedule, Tier, TierFreshness};
 pub use tracker::{Stats, TrackConfig, TrackError, Tracker};

@@ -30,7 +30,40 @@ pub enum Tier {
     Demoted = 4,
 }
 
-const TIERS: usize = 5;
+pub(crate) const TIERS: usize = 5;
+
+impl Tier {
+    /// Every tier, in order.
+    pub const ALL: [Tier; TIERS] = [
+        Tier::Whale,
+        Tier::Shark,
+        Tier::Fish,
+        Tier::Shrimp,
+        Tier::Demoted,
+    ];
+
+    /// Its name in logs and metrics.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Tier::Whale => "whale",
+            Tier::Shark => "shark",
+            Tier::Fish => "fish",
+            Tier::Shrimp => "shrimp",
+            Tier::Demoted => "demoted",
+        }
+    }
+}
+
+/// How fresh the wallets of one tier are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TierFreshness {
+    /// Wallets in the tier.
+    pub wallets: u64,
+    /// Wallets never read yet.
+    pub unread: u64,
+    /// The oldest last read among the wallets read at least once.
+    pub oldest_read: Option<OffsetDateTime>,
+}
 /// The scheduling lanes: one per tier, then the sweeps.
 const LANES: usize = TIERS + 1;
 /// The lane of the sweeps (reads of every dex).
@@ -320,6 +353,20 @@ impl Schedule {
     /// Every wallet.
     pub fn iter(&self) -> impl Iterator<Item = &Tracked> {
         self.wallets.values()
+    }
+
+    /// How fresh each tier is, indexed like [`Tier::ALL`].
+    pub fn freshness(&self) -> [TierFreshness; TIERS] {
+        let mut out = [TierFreshness::default(); TIERS];
+        for t in self.wallets.values() {
+            let f = &mut out[t.tier as usize];
+            f.wallets += 1;
+            match t.entry.last_read_at {
+                None => f.unread += 1,
+                Some(at) => f.oldest_read = Some(f.oldest_read.map_or(at, |o| o.min(at))),
+            }
+        }
+        out
     }
 
     /// Adds the wallet list's entries (always tracked; their labels and tags win).

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -84,6 +84,8 @@ pub struct Stats {
     pub ctx_fallbacks: AtomicU64,
     /// Registry saves that failed (retried).
     pub registry_failures: AtomicU64,
+    /// Unix time of the last publish written; 0 before the first.
+    pub last_publish_at: AtomicI64,
 }
 
 /// The dexes and their universes, refreshed every `meta_every`.
@@ -214,6 +216,16 @@ impl Tracker {
         while !self.stopped() && Instant::now() < until {
             std::thread::sleep((until - Instant::now()).min(Duration::from_millis(100)));
         }
+    }
+
+    /// How fresh each tier of the registry is, indexed like [`Tier::ALL`].
+    pub fn freshness(&self) -> [crate::TierFreshness; crate::Tier::ALL.len()] {
+        lock(&self.schedule).freshness()
+    }
+
+    /// The settings it runs with (their `scan.counters` count its requests).
+    pub fn config(&self) -> &TrackConfig {
+        &self.cfg
     }
 
     /// Runs until stopped.
@@ -581,6 +593,10 @@ impl Tracker {
                 positions,
             }) => {
                 self.stats.publishes.fetch_add(1, Ordering::Relaxed);
+                self.stats.last_publish_at.store(
+                    OffsetDateTime::now_utc().unix_timestamp(),
+                    Ordering::Relaxed,
+                );
                 let (requests, weight) = fetcher.spent();
                 let ws = &self.ws;
                 log::info!(

@@ -19,7 +19,7 @@ mod reload;
 mod tokens;
 mod usage;
 
-pub use pages::{PageCache, PAGE_CACHE_BYTES};
+pub use pages::{CacheStats, PageCache, PAGE_CACHE_BYTES};
 pub use reload::{Served, RELOAD_INTERVAL};
 pub use tokens::{TokenCache, TOKEN_CACHE_TTL};
 pub use usage::{UsageBuffer, UsageEndpoint, USAGE_FLUSH_INTERVAL};
@@ -37,6 +37,10 @@ pub struct AppState {
     reloads: [AtomicU64; 2],
     /// Set when a graceful stop began.
     stopping: AtomicBool,
+    /// How long the last new data version took to be ready, in ms.
+    last_load_ms: AtomicU64,
+    /// The HTTP metrics every answer is recorded in.
+    pub metrics: crate::metrics::ServerMetrics,
 }
 
 fn empty_snapshot() -> Snapshot {
@@ -77,6 +81,8 @@ impl AppState {
             pages: PageCache::new(page_cache_bytes),
             reloads: Default::default(),
             stopping: AtomicBool::new(false),
+            last_load_ms: AtomicU64::new(0),
+            metrics: crate::metrics::ServerMetrics::new(),
         });
         state.reload()?;
         Ok(state)
@@ -96,6 +102,16 @@ impl AppState {
             applied.load(Ordering::Relaxed),
             whole.load(Ordering::Relaxed),
         )
+    }
+
+    /// The page cache's and the token cache's statistics.
+    pub fn cache_stats(&self) -> (CacheStats, CacheStats) {
+        (self.pages.stats(), self.tokens.stats())
+    }
+
+    /// How long the last new data version took to be ready, in ms.
+    pub fn last_load_ms(&self) -> u64 {
+        self.last_load_ms.load(Ordering::Relaxed)
     }
 
     /// The page `key` of `version`: from the cache, or rendered by `render`

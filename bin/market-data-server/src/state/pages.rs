@@ -12,7 +12,7 @@
 //! wallet detail about 2.5 µs of CPU per request (`docs/performance.md`),
 //! as it did the token cache (`tokens.rs`).
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use quick_cache::sync::Cache;
@@ -48,6 +48,23 @@ pub struct PageCache<E> {
     cache: Option<Cache<Key, Rendered<E>, BodyBytes>>,
     /// The newest version whose pages are kept.
     version: AtomicI64,
+    /// Pages served without rendering (a cached page, or another request's render).
+    hits: AtomicU64,
+    /// Pages rendered.
+    misses: AtomicU64,
+}
+
+/// What a cache holds and how well it serves, for the metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Lookups answered from the cache.
+    pub hits: u64,
+    /// Lookups that had to load (render, or ask the database).
+    pub misses: u64,
+    /// Entries held now.
+    pub entries: u64,
+    /// Bytes held now (keys and values).
+    pub bytes: u64,
 }
 
 impl<E: Clone> PageCache<E> {
@@ -67,6 +84,8 @@ impl<E: Clone> PageCache<E> {
         PageCache {
             cache,
             version: AtomicI64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
     }
 
@@ -79,17 +98,23 @@ impl<E: Clone> PageCache<E> {
         F: std::future::Future<Output = Result<Bytes, E>>,
     {
         let Some(cache) = &self.cache else {
+            self.misses.fetch_add(1, Ordering::Relaxed);
             return render.await;
         };
         if version < self.version.load(Ordering::Relaxed) {
             // A request still on an older version: not worth keeping.
+            self.misses.fetch_add(1, Ordering::Relaxed);
             return render.await;
         }
         let key = (version, key);
         let guard = match cache.get_value_or_guard_async(&key).await {
-            Ok(page) => return page,
+            Ok(page) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return page;
+            }
             Err(guard) => guard,
         };
+        self.misses.fetch_add(1, Ordering::Relaxed);
         let page = render.await;
         // Hands the outcome to the waiters (and caches it).
         let _ = guard.insert(page.clone());
@@ -104,6 +129,16 @@ impl<E: Clone> PageCache<E> {
         let previous = self.version.fetch_max(version, Ordering::Relaxed);
         if let (Some(cache), true) = (&self.cache, previous < version) {
             cache.retain(|(v, _), _| *v >= version);
+        }
+    }
+
+    /// Hits, misses and what is held now.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            entries: self.cache.as_ref().map_or(0, |c| c.len() as u64),
+            bytes: self.cache.as_ref().map_or(0, Cache::weight),
         }
     }
 

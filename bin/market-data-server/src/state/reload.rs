@@ -188,6 +188,7 @@ impl AppState {
         let assets = snapshot.asset_count();
         let previous = self.snapshot.swap(Arc::new(self.reaper.serve(snapshot)));
         let ready_ms = started.elapsed().as_millis();
+        self.last_load_ms.store(ready_ms as u64, Ordering::Relaxed);
         let retiring = previous.serial;
         drop(previous);
         self.pages.evict_before(meta.version);

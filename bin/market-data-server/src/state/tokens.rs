@@ -8,6 +8,7 @@
 //! hand-written map it replaced, `scripts/cpu-per-request.sh`), while this
 //! one is a hash lookup and a clock read.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,21 +21,46 @@ pub const TOKEN_CACHE_TTL: Duration = Duration::from_secs(2);
 const TOKEN_CACHE_ENTRIES: usize = 10_000;
 
 /// Token records by the SHA-256 hex of their key, with when they were verified.
-pub struct TokenCache(Cache<String, (Arc<TokenRecord>, Instant)>);
+pub struct TokenCache(
+    Cache<String, (Arc<TokenRecord>, Instant)>,
+    /// Fresh records found, and lookups that found none.
+    [AtomicU64; 2],
+);
 
 impl Default for TokenCache {
     fn default() -> Self {
-        TokenCache(Cache::new(TOKEN_CACHE_ENTRIES))
+        TokenCache(Cache::new(TOKEN_CACHE_ENTRIES), Default::default())
     }
 }
 
 impl TokenCache {
     /// A record verified less than [`TOKEN_CACHE_TTL`] ago.
     pub fn get(&self, hash: &str) -> Option<Arc<TokenRecord>> {
-        self.0
+        let found = self
+            .0
             .get(hash)
             .filter(|(_, at)| at.elapsed() < TOKEN_CACHE_TTL)
-            .map(|(record, _)| record)
+            .map(|(record, _)| record);
+        self.1[usize::from(found.is_none())].fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Hits, misses and what is held now (bytes: keys, names, hints and
+    /// the fixed size of an entry).
+    pub fn stats(&self) -> super::CacheStats {
+        let fixed = std::mem::size_of::<(String, (Arc<TokenRecord>, Instant))>()
+            + std::mem::size_of::<TokenRecord>();
+        let bytes = self
+            .0
+            .iter()
+            .map(|(key, (r, _))| (key.len() + r.name.len() + r.hint.len() + fixed) as u64)
+            .sum();
+        super::CacheStats {
+            hits: self.1[0].load(Ordering::Relaxed),
+            misses: self.1[1].load(Ordering::Relaxed),
+            entries: self.0.len() as u64,
+            bytes,
+        }
     }
 
     /// Caches a verified record.
