@@ -40,7 +40,7 @@ until curl -sf "http://$FAKE/truth" > /dev/null; do sleep 0.5; done
 head -n 1 "$WORK/fake.log" >&2
 DB=$WORK/scale.db
 "$BIN" migrate --database-url "$DB" > /dev/null
-TOKEN=$("$BIN" token create --name bench --database-url "$DB" | tail -n 1)
+TOKEN=$("$BIN" token create --name bench --rate-limit 2000000000/min --database-url "$DB" | tail -n 1)
 RUST_LOG=info "$BIN" track --database-url "$DB" --info-url "http://$FAKE/info" \
   --ws-url "ws://$FAKE_WS/ws" --leaderboard-url "http://$FAKE/leaderboard" \
   --weight-per-minute 1000000 --concurrency 16 --no-candles 2> "$WORK/track.log" &

@@ -42,7 +42,7 @@ trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
 echo "seeding $WALLETS wallets" >&2
 /usr/bin/time -f "seed: %e s, peak RSS %M KB" "$BIN" seed-demo --wallets "$WALLETS" --database-url "$WORK/bench.db" 2> "$WORK/seed.log" || { cat "$WORK/seed.log"; exit 1; }
 tail -n 1 "$WORK/seed.log" >&2
-TOKEN=$("$BIN" token create --name bench --database-url "$WORK/bench.db" | tail -n 1)
+TOKEN=$("$BIN" token create --name bench --rate-limit 2000000000/min --database-url "$WORK/bench.db" | tail -n 1)
 
 start=$(date +%s.%N)
 "$BIN" serve --bind "$OURS" --database-url "$WORK/bench.db" --access-log "${ACCESS_LOG:-false}" 2> "$WORK/serve.log" &

@@ -44,7 +44,7 @@ ANALYZE history_points;
 SQL
 psql -qAt "$DB" -c "SELECT 'history_hourly: ' || COUNT(*) || ' rows, ' || pg_size_pretty(pg_total_relation_size('history_hourly')) FROM history_hourly" \
   -c "SELECT 'history_points: ' || COUNT(*) || ' rows, ' || pg_size_pretty(pg_total_relation_size('history_points')) FROM history_points"
-TOKEN=$("$BIN" token create --name scale --database-url "$DB" | tail -n 1)
+TOKEN=$("$BIN" token create --name scale --rate-limit 2000000000/min --database-url "$DB" | tail -n 1)
 "$BIN" serve --bind "$SERVE" --database-url "$DB" --access-log false 2> /dev/null &
 until curl -sf "http://$SERVE/readyz" > /dev/null; do sleep 0.2; done
 curl -s -H "X-API-Key: $TOKEN" "http://$SERVE/v1/networks/perpnet/markets?sort=openInterest" |

@@ -5,6 +5,7 @@ mod error_contract;
 mod history;
 mod metrics;
 mod postgres_scaleout;
+mod ratelimit;
 mod scanner;
 mod schema_conformance;
 mod shutdown;

@@ -33,9 +33,15 @@ impl Drop for Server {
 
 impl Server {
     fn start(db: &TestDatabase, shutdown_timeout: u64, log: &Path) -> Server {
+        // The load of 8 clients on one key is far over the default limit.
         Server::start_with(
             db,
-            &["--shutdown-timeout", &shutdown_timeout.to_string()],
+            &[
+                "--shutdown-timeout",
+                &shutdown_timeout.to_string(),
+                "--rate-limit",
+                "off",
+            ],
             log,
         )
     }

@@ -246,13 +246,28 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 
 /// Starts the real app on `db`.
 pub async fn start_app(backend: Backend, db: TestDatabase, pool: PoolOptions) -> TestApp {
+    start_app_limited(backend, db, pool, Default::default()).await
+}
+
+/// Starts the real app on `db` with request limits.
+pub async fn start_app_limited(
+    backend: Backend,
+    db: TestDatabase,
+    pool: PoolOptions,
+    limits: market_data_server::ratelimit::LimitOptions,
+) -> TestApp {
     let store = Store::open(db.url(), pool).unwrap();
     store.migrate().unwrap();
     let token = tokens::generate();
     store
         .create_token("test", &tokens::hash(&token), &tokens::hint(&token), None)
         .unwrap();
-    let state = AppState::new(store.clone()).unwrap();
+    let state = AppState::with_options(
+        store.clone(),
+        market_data_server::state::PAGE_CACHE_BYTES,
+        limits,
+    )
+    .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = format!("http://{}", listener.local_addr().unwrap());
     let server = app::serve(listener, state.clone(), app::ServeOptions::default()).unwrap();

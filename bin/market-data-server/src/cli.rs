@@ -82,6 +82,34 @@ pub struct ServeArgs {
     /// operator's network. Off when not given.
     #[arg(long, env = "METRICS_BIND", value_name = "ADDR")]
     pub metrics_bind: Option<String>,
+    /// Requests a minute per API key without a limit of its own (`token
+    /// create --rate-limit`), or `off`. A key may spend its minute's quota
+    /// at once; answers carry `RateLimit-Policy` and `RateLimit`, and a
+    /// request over the quota gets a 429 with `Retry-After`.
+    #[arg(
+        long,
+        env = "RATE_LIMIT",
+        value_name = "N/min|off",
+        default_value = "1200/min"
+    )]
+    pub rate_limit: crate::ratelimit::PerMinute,
+    /// API keys that fail to authenticate allowed per client address and
+    /// minute, or `off`. Past it, that address's unverified keys get a 429
+    /// without a database lookup until its quota refills; keys already
+    /// verified keep working.
+    #[arg(
+        long,
+        env = "AUTH_FAILURE_LIMIT",
+        value_name = "N/min|off",
+        default_value = "30/min"
+    )]
+    pub auth_failure_limit: crate::ratelimit::PerMinute,
+    /// A reverse proxy in front of the server (repeatable, or comma-separated):
+    /// for requests from it, the client address is the last address in
+    /// `X-Forwarded-For` that is not such a proxy. Without it,
+    /// `X-Forwarded-For` is ignored.
+    #[arg(long, env = "TRUSTED_PROXY", value_name = "IP", value_delimiter = ',')]
+    pub trusted_proxy: Vec<std::net::IpAddr>,
     /// Database selection.
     #[command(flatten)]
     pub db: DbArgs,
@@ -308,6 +336,22 @@ pub enum TokenCommand {
         /// Days until the token expires (default: never).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=36500))]
         expires_in: Option<u32>,
+        /// This token's own request limit, `N/min` (default: the server's
+        /// `--rate-limit`).
+        #[arg(long, value_name = "N/min")]
+        rate_limit: Option<crate::ratelimit::PerMinute>,
+        /// Database selection.
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Change a token's own request limit; running servers apply it within
+    /// 2 seconds.
+    SetRateLimit {
+        /// Token id (from `token list`).
+        id: i64,
+        /// `N/min`, or `default` to follow the server's `--rate-limit` again.
+        #[arg(value_name = "N/min|default")]
+        limit: String,
         /// Database selection.
         #[command(flatten)]
         db: DbArgs,
@@ -369,10 +413,16 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// A token's own limit as `token list` shows it.
+fn fmt_limit(own: Option<u32>) -> String {
+    own.map_or_else(|| "default".to_owned(), |n| format!("{n}/min"))
+}
+
 fn create_token(
     store: &Store,
     name: &str,
     expires_in: Option<u32>,
+    rate_limit: Option<u32>,
 ) -> anyhow::Result<(market_store::TokenRecord, String)> {
     anyhow::ensure!(
         !name.trim().is_empty() && name.len() <= 100,
@@ -381,17 +431,23 @@ fn create_token(
     let token = tokens::generate();
     let expires_at =
         expires_in.map(|d| time::OffsetDateTime::now_utc() + time::Duration::days(d.into()));
-    let record = store.create_token(
+    let record = store.create_token_limited(
         name,
         &tokens::hash(&token),
         &tokens::hint(&token),
         expires_at,
+        rate_limit,
     )?;
     Ok((record, token))
 }
 
 fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
-    let state = AppState::with_page_cache(store, args.page_cache_mb << 20)
+    let limits = crate::ratelimit::LimitOptions {
+        default_per_minute: args.rate_limit.0,
+        auth_failures_per_minute: args.auth_failure_limit.0,
+        trusted_proxies: args.trusted_proxy.clone(),
+    };
+    let state = AppState::with_options(store, args.page_cache_mb << 20, limits)
         .context("loading the served data")?;
     // After the first load (which runs fastest with glibc's defaults) and
     // before serving.
@@ -411,8 +467,15 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     log::info!(
-        "listening on http://{} ({workers} workers)",
-        listener.local_addr()?
+        "listening on http://{} ({workers} workers); rate limit {} per API key, failed authentications {} per address{}",
+        listener.local_addr()?,
+        args.rate_limit,
+        args.auth_failure_limit,
+        if args.trusted_proxy.is_empty() {
+            String::new()
+        } else {
+            format!(", X-Forwarded-For trusted from {:?}", args.trusted_proxy)
+        }
     );
     // `RUST_LOG` keeps governing the `access` target, as when it went
     // through the logger.
@@ -491,7 +554,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 seed::seed_demo(&store, 20_000, 42)?;
             }
-            let (_, token) = create_token(&store, "demo", None)?;
+            let (_, token) = create_token(&store, "demo", None, None)?;
             let base = format!("http://{}", args.bind);
             println!();
             println!("Demo API token (shown once; only its hash is stored):");
@@ -506,17 +569,45 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token(TokenCommand::Create {
             name,
             expires_in,
+            rate_limit,
             db,
         }) => {
             let store = open_store(&db, 1)?;
-            let (record, token) = create_token(&store, &name, expires_in)?;
+            let own = rate_limit.and_then(|l| l.0).map(|n| n.get());
+            anyhow::ensure!(
+                rate_limit.is_none() || own.is_some(),
+                "--rate-limit of a token is N/min; its absence means the server's default"
+            );
+            let (record, token) = create_token(&store, &name, expires_in, own)?;
             println!(
-                "created token {} ({}), expires {}",
+                "created token {} ({}), expires {}, rate limit {}",
                 record.id,
                 record.name,
-                fmt_time(record.expires_at)
+                fmt_time(record.expires_at),
+                fmt_limit(record.rate_limit_per_minute)
             );
             println!("{token}");
+        }
+        Command::Token(TokenCommand::SetRateLimit { id, limit, db }) => {
+            let own = if limit == "default" {
+                None
+            } else {
+                match limit.parse::<crate::ratelimit::PerMinute>() {
+                    Ok(crate::ratelimit::PerMinute(Some(n))) => Some(n.get()),
+                    Ok(crate::ratelimit::PerMinute(None)) | Err(_) => anyhow::bail!(
+                        "`{limit}` is not a token's limit: write N/min (e.g. 600/min), or default"
+                    ),
+                }
+            };
+            let store = open_store(&db, 1)?;
+            anyhow::ensure!(
+                store.set_token_rate_limit(id, own)?,
+                "no token with id {id}"
+            );
+            println!(
+                "token {id}: rate limit {}; running servers apply it within 2 seconds",
+                fmt_limit(own)
+            );
         }
         Command::Token(TokenCommand::List { json, db }) => {
             let store = open_store(&db, 1)?;
@@ -533,25 +624,34 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                             "expiresAt": t.expires_at.map(market_model::timestamp::format_utc),
                             "lastUsedAt": t.last_used_at.map(market_model::timestamp::format_utc),
                             "revokedAt": t.revoked_at.map(market_model::timestamp::format_utc),
+                            "rateLimitPerMinute": t.rate_limit_per_minute,
                         })
                     })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&items)?);
             } else {
                 println!(
-                    "{:>4}  {:<20}  {:<12}  {:<20}  {:<20}  {:<20}  {:<20}",
-                    "ID", "NAME", "TOKEN", "CREATED", "EXPIRES", "LAST USED", "REVOKED"
+                    "{:>4}  {:<20}  {:<12}  {:<20}  {:<20}  {:<20}  {:<20}  {:<12}",
+                    "ID",
+                    "NAME",
+                    "TOKEN",
+                    "CREATED",
+                    "EXPIRES",
+                    "LAST USED",
+                    "REVOKED",
+                    "RATE LIMIT"
                 );
                 for t in list {
                     println!(
-                        "{:>4}  {:<20}  {:<12}  {:<20}  {:<20}  {:<20}  {:<20}",
+                        "{:>4}  {:<20}  {:<12}  {:<20}  {:<20}  {:<20}  {:<20}  {:<12}",
                         t.id,
                         t.name,
                         t.hint,
                         fmt_time(Some(t.created_at)),
                         fmt_time(t.expires_at),
                         fmt_time(t.last_used_at),
-                        fmt_time(t.revoked_at)
+                        fmt_time(t.revoked_at),
+                        fmt_limit(t.rate_limit_per_minute)
                     );
                 }
             }

@@ -70,6 +70,9 @@ pub enum ProblemKind {
     PayloadTooLarge,
     /// 414/431 style: request line or headers too large.
     HeadersTooLarge,
+    /// 429: the token's request quota (or the address's failed-authentication
+    /// quota) is used up; retry after `Retry-After`.
+    RateLimited,
     /// 500: a bug or unexpected failure; the cause is logged, not returned.
     Internal,
     /// 503: the database is unreachable or saturated.
@@ -87,6 +90,7 @@ impl ProblemKind {
             ProblemKind::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             ProblemKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ProblemKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ProblemKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ProblemKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ProblemKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -102,6 +106,7 @@ impl ProblemKind {
             ProblemKind::NotAcceptable => "urn:market-data:problem:not-acceptable",
             ProblemKind::PayloadTooLarge => "urn:market-data:problem:payload-too-large",
             ProblemKind::HeadersTooLarge => "urn:market-data:problem:headers-too-large",
+            ProblemKind::RateLimited => "urn:market-data:problem:rate-limited",
             ProblemKind::Internal => "urn:market-data:problem:internal",
             ProblemKind::Unavailable => "urn:market-data:problem:unavailable",
         }
@@ -117,6 +122,7 @@ impl ProblemKind {
             ProblemKind::NotAcceptable => "Not acceptable",
             ProblemKind::PayloadTooLarge => "Request body too large",
             ProblemKind::HeadersTooLarge => "Request headers too large",
+            ProblemKind::RateLimited => "Too many requests",
             ProblemKind::Internal => "Internal server error",
             ProblemKind::Unavailable => "Service temporarily unavailable",
         }
@@ -136,6 +142,9 @@ pub struct ApiError {
     pub allow: Option<&'static str>,
     /// Internal cause, logged with the request id and never returned.
     pub cause: Option<String>,
+    /// Headers the answer carries besides the problem's own (`Retry-After`
+    /// and the rate-limit headers of a 429).
+    pub headers: Vec<(header::HeaderName, HeaderValue)>,
 }
 
 impl ApiError {
@@ -147,6 +156,7 @@ impl ApiError {
             invalid_params: Vec::new(),
             allow: None,
             cause: None,
+            headers: Vec::new(),
         }
     }
 
@@ -162,6 +172,7 @@ impl ApiError {
             }],
             allow: None,
             cause: None,
+            headers: Vec::new(),
         }
     }
 
@@ -253,6 +264,9 @@ pub fn problem_response(error: &ApiError, problem: &Problem) -> HttpResponse {
     }
     if error.kind == ProblemKind::Unavailable {
         res.insert_header((header::RETRY_AFTER, "2"));
+    }
+    for (name, value) in &error.headers {
+        res.insert_header((name.clone(), value.clone()));
     }
     res.body(serde_json::to_vec(problem).expect("problems serialize"))
 }

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod middleware;
 pub mod openapi;
 pub mod platform;
+pub mod ratelimit;
 pub mod routes;
 pub mod seed;
 pub mod state;

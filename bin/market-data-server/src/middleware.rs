@@ -15,6 +15,7 @@ use rand::Rng;
 use crate::access_log::AccessLog;
 use crate::app::{ApiPrefix, RoutePattern};
 use crate::error::{problem_response, ApiError, ProblemKind, PROBLEM_JSON};
+use crate::ratelimit::{self, Verdict};
 use crate::state::{AppState, UsageEndpoint};
 use crate::tokens;
 
@@ -110,7 +111,16 @@ pub async fn request_context(
         let mut problem = error.problem();
         problem.instance = path;
         problem.request_id = Some(rid());
-        res.into_response(problem_response(&error, &problem))
+        // The rate-limit headers a guard added outside the handler stay.
+        let kept: Vec<_> = [ratelimit::POLICY_HEADER, ratelimit::STATE_HEADER]
+            .into_iter()
+            .filter_map(|name| res.headers().get(&name).cloned().map(|v| (name, v)))
+            .collect();
+        let mut res = res.into_response(problem_response(&error, &problem));
+        for (name, value) in kept {
+            res.headers_mut().insert(name, value);
+        }
+        res
     } else if status.as_u16() >= 400 && !is_problem {
         // Errors raised inside actix-web itself (payload limits, etc.).
         let kind = kind_for_status(status.as_u16());
@@ -191,21 +201,69 @@ pub async fn guard_api<B: MessageBody + 'static>(
         return Ok(req.error_response(e).map_into_right_body());
     }
     match authenticate(&req).await {
-        Ok((token_id, now)) => {
-            let res = next.call(req).await?;
+        Ok((token_id, own_limit, now)) => {
+            let state = req
+                .app_data::<web::Data<AppState>>()
+                .expect("AppState is registered")
+                .clone();
+            let verdict = state.limits.check_token(token_id.0, own_limit);
+            let res = match verdict {
+                Some(
+                    v @ Verdict::Limited {
+                        quota, retry_after, ..
+                    },
+                ) => {
+                    let error = rate_limited(
+                        v,
+                        format!("This API key has used its {quota} requests a minute; retry after {retry_after} s."),
+                    );
+                    req.error_response(error).map_into_right_body()
+                }
+                _ => {
+                    let mut res = next.call(req).await?.map_into_left_body();
+                    if let Some(v) = verdict {
+                        for (name, value) in v.headers() {
+                            res.headers_mut().insert(name, value);
+                        }
+                    }
+                    res
+                }
+            };
             let request = res.request();
-            if let Some(state) = request.app_data::<web::Data<AppState>>() {
-                let endpoint = UsageEndpoint {
-                    method: request.method().clone(),
-                    prefix: request.app_data::<ApiPrefix>().map_or("", |p| p.0),
-                    pattern: request.app_data::<RoutePattern>().map(|p| p.0),
-                };
-                state.record_usage(token_id.0, now, endpoint, res.status().as_u16());
-            }
-            Ok(res.map_into_left_body())
+            let endpoint = UsageEndpoint {
+                method: request.method().clone(),
+                prefix: request.app_data::<ApiPrefix>().map_or("", |p| p.0),
+                pattern: request.app_data::<RoutePattern>().map(|p| p.0),
+            };
+            state.record_usage(token_id.0, now, endpoint, res.status().as_u16());
+            Ok(res)
         }
         Err(e) => Ok(req.error_response(e).map_into_right_body()),
     }
+}
+
+/// A 429 problem for `verdict`, with `Retry-After` and the rate-limit headers.
+fn rate_limited(verdict: Verdict, detail: String) -> ApiError {
+    let mut error = ApiError::new(ProblemKind::RateLimited, detail);
+    if let Verdict::Limited { retry_after, .. } = verdict {
+        error
+            .headers
+            .push((header::RETRY_AFTER, HeaderValue::from(retry_after)));
+    }
+    error.headers.extend(verdict.headers());
+    error
+}
+
+/// The client's address (through trusted proxies), for the failed-auth throttle.
+fn client_ip(req: &ServiceRequest, state: &AppState) -> Option<std::net::IpAddr> {
+    let forwarded: Vec<&str> = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    state
+        .limits
+        .client_ip(req.peer_addr().map(|a| a.ip()), &forwarded)
 }
 
 /// Whether an `Accept` header value admits a JSON response.
@@ -275,7 +333,45 @@ fn oversized(req: &ServiceRequest) -> Option<ApiError> {
 
 /// The token of a valid key, and the time it was checked at (usage is
 /// counted under that time: one clock read per request).
-async fn authenticate(req: &ServiceRequest) -> Result<(TokenId, time::OffsetDateTime), ApiError> {
+/// The token of the request's key: (id, its own quota, now). A key that
+/// does not authenticate is charged to the client's address; past its
+/// quota the answer is a 429 instead of a 401.
+async fn authenticate(
+    req: &ServiceRequest,
+) -> Result<(TokenId, Option<u32>, time::OffsetDateTime), ApiError> {
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .expect("AppState is registered")
+        .clone();
+    match verify_key(req, &state).await {
+        Err(e)
+            if e.kind == ProblemKind::Unauthorized
+                && req.headers().contains_key(API_KEY_HEADER) =>
+        {
+            let Some(ip) = client_ip(req, &state) else {
+                return Err(e);
+            };
+            Err(match state.limits.failed_auth(ip) {
+                Some(v @ Verdict::Limited { retry_after, .. }) => rate_limited(
+                    v,
+                    format!("Too many API keys that do not authenticate came from {ip}; retry after {retry_after} s with a valid key."),
+                ),
+                Some(v) => {
+                    let mut e = e;
+                    e.headers.extend(v.headers());
+                    e
+                }
+                None => e,
+            })
+        }
+        other => other,
+    }
+}
+
+async fn verify_key(
+    req: &ServiceRequest,
+    state: &web::Data<AppState>,
+) -> Result<(TokenId, Option<u32>, time::OffsetDateTime), ApiError> {
     let Some(value) = req.headers().get(API_KEY_HEADER) else {
         let detail = if req.headers().contains_key(header::AUTHORIZATION) {
             "The Authorization header is not accepted; send the API key in the X-API-Key header."
@@ -318,13 +414,18 @@ async fn authenticate(req: &ServiceRequest) -> Result<(TokenId, time::OffsetDate
     }
     // Hash first, then look up by hash: no secret is ever compared byte by byte.
     let hash = tokens::hash(key);
-    let state = req
-        .app_data::<web::Data<AppState>>()
-        .expect("AppState is registered")
-        .clone();
     let record = match state.cached_token(&hash) {
         Some(r) => r,
         None => {
+            // An address over its failed-auth quota costs no lookup.
+            if let Some(v @ Verdict::Limited { retry_after, .. }) =
+                client_ip(req, state).and_then(|ip| state.limits.blocked(ip))
+            {
+                return Err(rate_limited(
+                    v,
+                    format!("Too many API keys that do not authenticate came from this address; retry after {retry_after} s with a valid key."),
+                ));
+            }
             let (st, h) = (state.clone(), hash.clone());
             let found = web::block(move || st.store.find_token(&h)).await??;
             let record = Arc::new(found.ok_or_else(unknown)?);
@@ -343,7 +444,7 @@ async fn authenticate(req: &ServiceRequest) -> Result<(TokenId, time::OffsetDate
             "This API key has expired; ask the operator for a new one.",
         ));
     }
-    Ok((TokenId(record.id), now))
+    Ok((TokenId(record.id), record.rate_limit_per_minute, now))
 }
 
 /// Whether a query string names a parameter that looks like an API key.

@@ -81,6 +81,7 @@ const API: &[(&str, &str)] = &[
     ("400", "A query parameter is malformed, out of range, repeated or unknown, or the query string exceeds 4 KiB."),
     ("401", "Missing or invalid `X-API-Key` (missing, empty, wrong prefix, unknown, revoked or expired)."),
     ("406", "The `Accept` header excludes JSON."),
+    ("429", "The API key has used its requests of the minute (or this address sent too many keys that do not authenticate); retry after `Retry-After` seconds. `RateLimit-Policy` and `RateLimit` say the quota and when it is back."),
     ("503", "The database is unreachable or its connection pool is exhausted; retry after `Retry-After` seconds."),
 ];
 
@@ -129,6 +130,14 @@ fn add_freshness(doc: &mut OpenApiDoc) {
                     ),
                 );
                 ok.headers.insert(
+                    "RateLimit-Policy".into(),
+                    header("The key's quota (draft-ietf-httpapi-ratelimit-headers): `\"token\";q=1200;w=60` is 1200 requests per 60 s. Absent when rate limits are off.", text()),
+                );
+                ok.headers.insert(
+                    "RateLimit".into(),
+                    header("What is left of the quota: `\"token\";r=1187;t=1` is 1187 requests now, the whole quota back in 1 s. Absent when rate limits are off.", text()),
+                );
+                ok.headers.insert(
                     "Cache-Control".into(),
                     header(
                         "`no-cache`: revalidate with `If-None-Match` before reuse.",
@@ -158,6 +167,7 @@ fn problem_example(status: &str, path: &str) -> Value {
         "406" => (ProblemKind::NotAcceptable, "This API only serves JSON; send `Accept: application/json` (or omit Accept)."),
         "413" => (ProblemKind::PayloadTooLarge, "The request body is 1048576 bytes; this read-only API takes no body (at most 65536 bytes are accepted)."),
         "431" => (ProblemKind::HeadersTooLarge, "The request headers total 20480 bytes; at most 16384 bytes are accepted."),
+        "429" => (ProblemKind::RateLimited, "This API key has used its 1200 requests a minute; retry after 3 s."),
         "503" => (ProblemKind::Unavailable, "The database is unreachable or busy. Retry after the number of seconds in Retry-After."),
         _ => (ProblemKind::Internal, "The server failed to answer this request. Retry later; if it persists, report the requestId."),
     };

@@ -180,6 +180,7 @@ pub struct NewToken<'a> {
     pub hint: &'a str,
     pub created_at: PrimitiveDateTime,
     pub expires_at: Option<PrimitiveDateTime>,
+    pub rate_limit_per_minute: Option<i32>,
 }
 
 #[derive(Insertable, Queryable)]

@@ -158,6 +158,7 @@ diesel::table! {
         expires_at -> Nullable<Timestamp>,
         last_used_at -> Nullable<Timestamp>,
         revoked_at -> Nullable<Timestamp>,
+        rate_limit_per_minute -> Nullable<Integer>,
     }
 }
 

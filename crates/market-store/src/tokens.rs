@@ -24,6 +24,8 @@ pub struct TokenRecord {
     pub last_used_at: Option<OffsetDateTime>,
     /// Revocation time, if revoked.
     pub revoked_at: Option<OffsetDateTime>,
+    /// Its own request limit per minute; `None`: the server's default.
+    pub rate_limit_per_minute: Option<u32>,
 }
 
 impl TokenRecord {
@@ -56,6 +58,7 @@ type TokenTuple = (
     Option<time::PrimitiveDateTime>,
     Option<time::PrimitiveDateTime>,
     Option<time::PrimitiveDateTime>,
+    Option<i32>,
 );
 
 fn record(t: TokenTuple) -> TokenRecord {
@@ -67,6 +70,7 @@ fn record(t: TokenTuple) -> TokenRecord {
         expires_at: t.4.map(from_db_time),
         last_used_at: t.5.map(from_db_time),
         revoked_at: t.6.map(from_db_time),
+        rate_limit_per_minute: t.7.and_then(|n| u32::try_from(n).ok()),
     }
 }
 
@@ -78,6 +82,7 @@ const COLUMNS: (
     api_tokens::expires_at,
     api_tokens::last_used_at,
     api_tokens::revoked_at,
+    api_tokens::rate_limit_per_minute,
 ) = (
     api_tokens::id,
     api_tokens::name,
@@ -86,7 +91,14 @@ const COLUMNS: (
     api_tokens::expires_at,
     api_tokens::last_used_at,
     api_tokens::revoked_at,
+    api_tokens::rate_limit_per_minute,
 );
+
+/// The column's value of a limit: an `INTEGER` holds at most `i32::MAX`
+/// (about 2 billion a minute, far past any real limit).
+fn limit_column(limit: Option<u32>) -> Option<i32> {
+    limit.map(|n| i32::try_from(n).unwrap_or(i32::MAX))
+}
 
 impl Store {
     /// Stores a new token's hash and returns its record.
@@ -97,6 +109,20 @@ impl Store {
         hint: &str,
         expires_at: Option<OffsetDateTime>,
     ) -> Result<TokenRecord, StoreError> {
+        self.create_token_limited(name, token_hash, hint, expires_at, None)
+    }
+
+    /// Stores a new token's hash with its own request limit per minute
+    /// (`None`: the server's default) and returns its record.
+    pub fn create_token_limited(
+        &self,
+        name: &str,
+        token_hash: &str,
+        hint: &str,
+        expires_at: Option<OffsetDateTime>,
+        rate_limit_per_minute: Option<u32>,
+    ) -> Result<TokenRecord, StoreError> {
+        let rate_limit_per_minute = limit_column(rate_limit_per_minute);
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
         conn.transaction(|conn| {
@@ -107,6 +133,7 @@ impl Store {
                     hint,
                     created_at: to_db_time(market_model::timestamp::now_seconds()),
                     expires_at: expires_at.map(to_db_time),
+                    rate_limit_per_minute,
                 })
                 .execute(conn)?;
             // RETURNING is not available through MultiConnection: read back by the unique hash.
@@ -137,6 +164,21 @@ impl Store {
             .select(COLUMNS)
             .load(&mut *conn)?;
         Ok(all.into_iter().map(record).collect())
+    }
+
+    /// Sets a token's own request limit per minute (`None`: back to the
+    /// server's default); returns false when no such token exists.
+    pub fn set_token_rate_limit(
+        &self,
+        id: i64,
+        rate_limit_per_minute: Option<u32>,
+    ) -> Result<bool, StoreError> {
+        let value = limit_column(rate_limit_per_minute);
+        let mut conn = self.conn()?;
+        let updated = diesel::update(api_tokens::table.filter(api_tokens::id.eq(id)))
+            .set(api_tokens::rate_limit_per_minute.eq(value))
+            .execute(&mut *conn)?;
+        Ok(updated > 0)
     }
 
     /// Revokes a token; returns false when no such token exists. Revoking twice keeps the first time.

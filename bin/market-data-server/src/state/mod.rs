@@ -41,6 +41,8 @@ pub struct AppState {
     last_load_ms: AtomicU64,
     /// The HTTP metrics every answer is recorded in.
     pub metrics: crate::metrics::ServerMetrics,
+    /// Request quotas per token and the failed-authentication throttle.
+    pub limits: crate::ratelimit::RateLimits,
 }
 
 fn empty_snapshot() -> Snapshot {
@@ -71,6 +73,17 @@ impl AppState {
         store: Store,
         page_cache_bytes: usize,
     ) -> Result<Arc<AppState>, StoreError> {
+        AppState::with_options(store, page_cache_bytes, Default::default())
+    }
+
+    /// State over `store` with a page cache of `page_cache_bytes` (0
+    /// disables it) and the request limits of `limits`, with the newest
+    /// data version loaded.
+    pub fn with_options(
+        store: Store,
+        page_cache_bytes: usize,
+        limits: crate::ratelimit::LimitOptions,
+    ) -> Result<Arc<AppState>, StoreError> {
         let reaper = reload::Reaper::start();
         let state = Arc::new(AppState {
             store,
@@ -83,6 +96,7 @@ impl AppState {
             stopping: AtomicBool::new(false),
             last_load_ms: AtomicU64::new(0),
             metrics: crate::metrics::ServerMetrics::new(),
+            limits: crate::ratelimit::RateLimits::new(limits),
         });
         state.reload()?;
         Ok(state)

@@ -85,6 +85,7 @@ mod tests {
                 expires_at: None,
                 last_used_at: None,
                 revoked_at: None,
+                rate_limit_per_minute: None,
             })
         };
         cache.insert("a".into(), record(1));

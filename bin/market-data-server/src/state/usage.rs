@@ -110,6 +110,9 @@ impl AppState {
                 if let Err(e) = state.flush_usage() {
                     log::warn!("could not record token usage (will retry): {e}");
                 }
+                // Same cadence, unrelated chore: drop the failed-auth state
+                // of addresses that stopped failing.
+                state.limits.forget_idle();
             })
             .expect("spawning a thread");
     }
