@@ -352,10 +352,13 @@ async fn authenticate(
                 return Err(e);
             };
             Err(match state.limits.failed_auth(ip) {
-                Some(v @ Verdict::Limited { retry_after, .. }) => rate_limited(
-                    v,
-                    format!("Too many API keys that do not authenticate came from {ip}; retry after {retry_after} s with a valid key."),
-                ),
+                Some(v @ Verdict::Limited { retry_after, .. }) => {
+                    actix_web::rt::time::sleep(ratelimit::THROTTLE_DELAY).await;
+                    rate_limited(
+                        v,
+                        format!("Too many API keys that do not authenticate came from {ip}; retry after {retry_after} s with a valid key."),
+                    )
+                }
                 Some(v) => {
                     let mut e = e;
                     e.headers.extend(v.headers());
@@ -417,10 +420,14 @@ async fn verify_key(
     let record = match state.cached_token(&hash) {
         Some(r) => r,
         None => {
-            // An address over its failed-auth quota costs no lookup.
-            if let Some(v @ Verdict::Limited { retry_after, .. }) =
-                client_ip(req, state).and_then(|ip| state.limits.blocked(ip))
+            // An address over its failed-auth quota costs no lookup, except
+            // for a key the cache still holds from an earlier verification.
+            if let Some(v @ Verdict::Limited { retry_after, .. }) = (!state.token_known(&hash))
+                .then(|| client_ip(req, state))
+                .flatten()
+                .and_then(|ip| state.limits.blocked(ip))
             {
+                actix_web::rt::time::sleep(ratelimit::THROTTLE_DELAY).await;
                 return Err(rate_limited(
                     v,
                     format!("Too many API keys that do not authenticate came from this address; retry after {retry_after} s with a valid key."),

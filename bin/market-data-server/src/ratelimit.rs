@@ -21,8 +21,12 @@
 //! address may fail authentication `--auth-failures-per-minute` times a
 //! minute (all at once at most); past that, its requests with a key that is
 //! not in the token cache get a 429 at once, without the lookup, until the
-//! quota refills. A valid key already verified keeps working from that
-//! address, and other addresses are not affected.
+//! quota refills. A valid key verified earlier (one the token cache still
+//! holds) keeps working from that address, and other addresses are not
+//! affected. Such a 429 is sent after
+//! [`THROTTLE_DELAY`]: it costs the server a timer, not CPU, and holds a
+//! flooding connection for that long, so the flood slows down instead of
+//! turning into a faster stream of cheap refusals.
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
@@ -41,6 +45,10 @@ use quick_cache::sync::Cache;
 pub const POLICY_HEADER: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit` header name.
 pub const STATE_HEADER: HeaderName = HeaderName::from_static("ratelimit");
+
+/// How long a 429 for too many failed authentications waits before it is
+/// sent.
+pub const THROTTLE_DELAY: Duration = Duration::from_secs(1);
 
 /// The window of every quota, in seconds.
 const WINDOW_SECS: u64 = 60;

@@ -154,6 +154,12 @@ impl AppState {
         self.tokens.get(hash)
     }
 
+    /// Whether the key of `hash` was verified at some point and is still
+    /// held in the token cache, however long ago.
+    pub fn token_known(&self, hash: &str) -> bool {
+        self.tokens.known(hash)
+    }
+
     /// Caches a verified token record.
     pub fn cache_token(&self, hash: String, record: Arc<TokenRecord>) {
         self.tokens.insert(hash, record);

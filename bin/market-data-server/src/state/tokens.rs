@@ -45,6 +45,12 @@ impl TokenCache {
         found
     }
 
+    /// Whether a record for `hash` is held, however long ago it was
+    /// verified: the key was valid not long ago.
+    pub fn known(&self, hash: &str) -> bool {
+        self.0.get(hash).is_some()
+    }
+
     /// Hits, misses and what is held now (bytes: keys, names, hints and
     /// the fixed size of an entry).
     pub fn stats(&self) -> super::CacheStats {
