@@ -331,11 +331,10 @@ fn oversized(req: &ServiceRequest) -> Option<ApiError> {
     }
 }
 
-/// The token of a valid key, and the time it was checked at (usage is
-/// counted under that time: one clock read per request).
-/// The token of the request's key: (id, its own quota, now). A key that
-/// does not authenticate is charged to the client's address; past its
-/// quota the answer is a 429 instead of a 401.
+/// The token of the request's key: its id, its own quota and the time it
+/// was checked at (usage is counted under that time: one clock read per
+/// request). A key that does not authenticate is charged to the client's
+/// address; past that address's quota the answer is a 429, not a 401.
 async fn authenticate(
     req: &ServiceRequest,
 ) -> Result<(TokenId, Option<u32>, time::OffsetDateTime), ApiError> {
@@ -371,6 +370,8 @@ async fn authenticate(
     }
 }
 
+/// Checks the key itself: its shape, then the token cache, then the
+/// database (skipped for an unknown key from a throttled address).
 async fn verify_key(
     req: &ServiceRequest,
     state: &web::Data<AppState>,
