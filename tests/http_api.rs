@@ -9,6 +9,7 @@ mod ratelimit;
 mod scanner;
 mod schema_conformance;
 mod shutdown;
+mod slow_clients;
 mod support;
 mod tracker;
 
