@@ -200,12 +200,12 @@ pub async fn guard_api<B: MessageBody + 'static>(
     if let Err(e) = require_json_accept(&req) {
         return Ok(req.error_response(e).map_into_right_body());
     }
-    match authenticate(&req).await {
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .expect("AppState is registered")
+        .clone();
+    match authenticate(&req, &state).await {
         Ok((token_id, own_limit, now)) => {
-            let state = req
-                .app_data::<web::Data<AppState>>()
-                .expect("AppState is registered")
-                .clone();
             let verdict = state.limits.check_token(token_id.0, own_limit);
             let res = match verdict {
                 Some(
@@ -337,17 +337,14 @@ fn oversized(req: &ServiceRequest) -> Option<ApiError> {
 /// address; past that address's quota the answer is a 429, not a 401.
 async fn authenticate(
     req: &ServiceRequest,
+    state: &web::Data<AppState>,
 ) -> Result<(TokenId, Option<u32>, time::OffsetDateTime), ApiError> {
-    let state = req
-        .app_data::<web::Data<AppState>>()
-        .expect("AppState is registered")
-        .clone();
-    match verify_key(req, &state).await {
+    match verify_key(req, state).await {
         Err(e)
             if e.kind == ProblemKind::Unauthorized
                 && req.headers().contains_key(API_KEY_HEADER) =>
         {
-            let Some(ip) = client_ip(req, &state) else {
+            let Some(ip) = client_ip(req, state) else {
                 return Err(e);
             };
             Err(match state.limits.failed_auth(ip) {

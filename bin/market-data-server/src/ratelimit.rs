@@ -188,6 +188,18 @@ fn quota(per_minute: NonZeroU32) -> Quota {
     Quota::per_minute(per_minute)
 }
 
+/// An admitted request with `remaining` of `quota` left: each used request
+/// comes back after 60 s / quota, so all of them in `reset` seconds.
+fn allowed(policy: &'static str, quota: u32, remaining: u32) -> Verdict {
+    let used = u64::from(quota - remaining.min(quota));
+    Verdict::Allowed {
+        policy,
+        quota,
+        remaining,
+        reset: (used * WINDOW_SECS).div_ceil(u64::from(quota)),
+    }
+}
+
 /// Seconds, rounded up, so that a client waiting that long is admitted.
 fn ceil_secs(d: Duration) -> u64 {
     let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
@@ -245,17 +257,7 @@ impl RateLimits {
         };
         let q = per_minute.get();
         Some(match limiter.limiter.check() {
-            Ok(snapshot) => {
-                let remaining = snapshot.remaining_burst_capacity();
-                // Each used request comes back after 60 s / q.
-                let reset = (u64::from(q - remaining.min(q)) * WINDOW_SECS).div_ceil(u64::from(q));
-                Verdict::Allowed {
-                    policy: "token",
-                    quota: q,
-                    remaining,
-                    reset,
-                }
-            }
+            Ok(snapshot) => allowed("token", q, snapshot.remaining_burst_capacity()),
             Err(not_until) => Verdict::Limited {
                 policy: "token",
                 quota: q,
@@ -284,15 +286,7 @@ impl RateLimits {
         let limiter = self.failures.as_ref()?;
         let q = self.options.auth_failures_per_minute?.get();
         Some(match limiter.check_key(&ip) {
-            Ok(snapshot) => {
-                let remaining = snapshot.remaining_burst_capacity();
-                Verdict::Allowed {
-                    policy: "auth-failures",
-                    quota: q,
-                    remaining,
-                    reset: (u64::from(q - remaining.min(q)) * WINDOW_SECS).div_ceil(u64::from(q)),
-                }
-            }
+            Ok(snapshot) => allowed("auth-failures", q, snapshot.remaining_burst_capacity()),
             Err(not_until) => {
                 let wait = not_until.wait_time_from(self.clock.now());
                 self.blocked.insert(ip, Instant::now() + wait);
