@@ -65,16 +65,26 @@ page.on('console', (m) => {
 });
 page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
 
-// API answers by path, as the page received them.
+// API answers by path, as the page received them. Reading a body is
+// asynchronous: `ready` waits for the reads in progress, so an answer the
+// page has drawn is in `answers` by then.
 const answers = [];
-page.on('response', async (r) => {
+const reading = new Set();
+page.on('response', (r) => {
   const u = new URL(r.url());
   if (!u.pathname.startsWith('/v1/') || !r.ok()) return;
-  try { answers.push({ path: u.pathname, query: u.searchParams, body: await r.json() }); } catch { /* navigated away */ }
+  const read = r.json()
+    .then((body) => { answers.push({ path: u.pathname, query: u.searchParams, body }); })
+    .catch(() => { /* navigated away */ })
+    .finally(() => reading.delete(read));
+  reading.add(read);
 });
 const lastAnswer = (suffix, pred = () => true) => [...answers].reverse().find((a) => a.path.endsWith(suffix) && pred(a));
 
-const ready = () => page.waitForFunction(() => document.body.dataset.state === 'ready');
+const ready = async () => {
+  await page.waitForFunction(() => document.body.dataset.state === 'ready');
+  await Promise.all([...reading]);
+};
 // Runs `action` (a click, a key, a hash navigation) and waits until the page
 // it leads to is ready. A hash change is handled in a later task, so the
 // state is first marked stale: the old page's `ready` must not count.
