@@ -292,23 +292,13 @@ async fn the_service_recovers_when_postgres_drops_and_refuses_connections() {
         saw_503,
         "requests needing the database got 503 while it refused connections"
     );
-    assert_eq!(app.request("/readyz", None).await.status().as_u16(), 503);
+    assert_eq!(app.readiness().await, "degraded");
 
     // 3. It comes back: the server recovers by itself, without a restart.
     admin
         .batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
         .unwrap();
-    let back = Instant::now();
-    loop {
-        if app.request("/readyz", None).await.status().as_u16() == 200 {
-            break;
-        }
-        assert!(
-            back.elapsed() < Duration::from_secs(10),
-            "no recovery within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    app.wait_ready(Duration::from_secs(2)).await;
     app.get_ok(&db_backed(7)).await;
     app.get_ok(&format!("{NET}/markets/BTC/candles?interval=1h&limit=3"))
         .await;

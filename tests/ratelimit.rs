@@ -6,7 +6,10 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use market_client::{Client, ProblemKind, RetryPolicy};
+use market_data_server::app;
 use market_data_server::ratelimit::LimitOptions;
+use market_data_server::shared_quota::{RedisTarget, SharedQuota};
+use market_data_server::state::{AppState, StateOptions};
 use market_data_server::tokens;
 use market_store::PoolOptions;
 use serde_json::Value;
@@ -185,6 +188,7 @@ async fn failed_keys_are_throttled_per_address(backend: Backend) {
             default_per_minute: None,
             auth_failures_per_minute: NonZeroU32::new(3),
             trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
+            shared: None,
         },
     )
     .await;
@@ -267,3 +271,138 @@ crate::on_both_backends!(
     failed_keys_are_throttled_per_address,
     forwarded_for_is_ignored_from_untrusted_peers,
 );
+
+/// The Redis of the shared-quota tests (`TEST_REDIS_URL`), if set.
+fn test_redis_url() -> Option<String> {
+    std::env::var("TEST_REDIS_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
+/// A shared quota under a prefix of its own, so tests and runs do not meet.
+fn shared_quota(url: &str) -> (std::sync::Arc<SharedQuota>, String) {
+    let prefix = format!("market-data-test:{}:", tokens::generate());
+    let target = RedisTarget::new(url, &prefix).unwrap();
+    (
+        std::sync::Arc::new(SharedQuota::start(&target).unwrap()),
+        prefix,
+    )
+}
+
+/// A second server on `app`'s database: a replica.
+async fn replica(app: &TestApp, limits: LimitOptions) -> String {
+    let options = StateOptions {
+        limits,
+        ..Default::default()
+    };
+    let state = AppState::with_options(app.store.clone(), options).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(app::serve(listener, state, app::ServeOptions::default()).unwrap());
+    addr
+}
+
+/// Two replicas sharing one Redis enforce one quota between them: the
+/// remaining count goes down across both, and both refuse once it is spent.
+#[tokio::test]
+async fn replicas_share_a_quota_through_redis() {
+    let Some(url) = test_redis_url() else {
+        eprintln!("TEST_REDIS_URL is not set: the shared-quota test is skipped");
+        return;
+    };
+    let (quota, prefix) = shared_quota(&url);
+    let limits = LimitOptions {
+        default_per_minute: NonZeroU32::new(6),
+        shared: Some(quota.clone()),
+        ..LimitOptions::default()
+    };
+    let app = app_with(Backend::Sqlite, limits.clone()).await;
+    let other = replica(&app, limits).await;
+    let path = format!("{NET}/markets/BTC");
+    let servers = [app.addr.clone(), other];
+    for remaining in (0..6).rev() {
+        let server = &servers[remaining % 2];
+        let res = app
+            .client
+            .get(format!("{server}{path}"))
+            .header("X-API-Key", &app.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200, "{server}");
+        assert_eq!(header(&res, "ratelimit-policy"), "\"token\";q=6;w=60");
+        assert!(
+            header(&res, "ratelimit").starts_with(&format!("\"token\";r={remaining};")),
+            "{server}: {}",
+            header(&res, "ratelimit")
+        );
+    }
+    for server in &servers {
+        let res = app
+            .client
+            .get(format!("{server}{path}"))
+            .header("X-API-Key", &app.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 429, "{server}");
+        let retry: u64 = header(&res, "retry-after").parse().unwrap();
+        assert!(
+            (1..=10).contains(&retry),
+            "one request back every 10 s: {retry}"
+        );
+    }
+    assert_eq!(quota.errors(), 0);
+    // The token's key holds its arrival time and expires with its quota.
+    let mut redis = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let key = format!("{prefix}1");
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&key)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(
+        (50_000..=60_000).contains(&ttl),
+        "{key} expires with the quota: {ttl} ms"
+    );
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+}
+
+/// With Redis unreachable, requests are neither refused nor slowed: each
+/// server limits on its own, and the failures are counted.
+#[tokio::test]
+async fn without_redis_each_server_limits_on_its_own() {
+    // Nothing listens on port 1.
+    let (quota, _) = shared_quota("redis://127.0.0.1:1");
+    let app = app_with(
+        Backend::Sqlite,
+        LimitOptions {
+            default_per_minute: NonZeroU32::new(3),
+            shared: Some(quota.clone()),
+            ..LimitOptions::default()
+        },
+    )
+    .await;
+    let path = format!("{NET}/markets/BTC");
+    let started = std::time::Instant::now();
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(get(&app, &path, &app.token).await.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 429]);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "a refused connection is not waited for: {:?}",
+        started.elapsed()
+    );
+    assert!(quota.is_down());
+    assert!(quota.errors() >= 1);
+}

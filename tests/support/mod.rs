@@ -264,8 +264,10 @@ pub async fn start_app_limited(
         .unwrap();
     let state = AppState::with_options(
         store.clone(),
-        market_data_server::state::PAGE_CACHE_BYTES,
-        limits,
+        market_data_server::state::StateOptions {
+            limits,
+            ..Default::default()
+        },
     )
     .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -322,6 +324,32 @@ impl TestApp {
     }
 
     /// GET with the key, asserting 200 and JSON.
+    /// `/readyz`'s `status`: `ready`, `degraded` (database unreachable),
+    /// or the problem's status code while stopping.
+    pub async fn readiness(&self) -> String {
+        let res = self.request("/readyz", None).await;
+        match res.status().as_u16() {
+            200 => res.json::<Value>().await.unwrap()["status"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+            other => other.to_string(),
+        }
+    }
+
+    /// Waits until `/readyz` says `ready`; panics after `within`.
+    pub async fn wait_ready(&self, within: std::time::Duration) -> std::time::Duration {
+        let started = std::time::Instant::now();
+        while self.readiness().await != "ready" {
+            assert!(
+                started.elapsed() < within,
+                "not ready again within {within:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        started.elapsed()
+    }
+
     pub async fn get_ok(&self, path: &str) -> Value {
         let res = self.request(path, Some(("X-API-Key", &self.token))).await;
         let status = res.status().as_u16();

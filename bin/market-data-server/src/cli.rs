@@ -77,6 +77,23 @@ pub struct ServeArgs {
     /// process then writes out the access log and token usage and exits 0.
     #[arg(long, env = "SHUTDOWN_TIMEOUT", value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub shutdown_timeout: u64,
+    /// Uncached pages of the database-backed endpoints rendered at once
+    /// (default: one per CPU; at most the pool's size less 2, which stay
+    /// for key checks). Raise it for a remote PostgreSQL whose queries
+    /// wait on the network more than on the CPU.
+    #[arg(long, env = "DB_CONCURRENCY", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub db_concurrency: Option<u32>,
+    /// Uncached pages that may wait (at most 1 s) for a render slot;
+    /// further ones get a 503 with `Retry-After` at once (default: twice
+    /// --db-concurrency).
+    #[arg(long, env = "DB_QUEUE", value_name = "N", value_parser = clap::value_parser!(u32).range(0..=4096))]
+    pub db_queue: Option<u32>,
+    /// Seconds an API key verified by the database keeps working from
+    /// memory while the database cannot be reached (0: not at all). While
+    /// the database answers, keys are checked again every 2 s, so a
+    /// revocation takes effect within 2 s.
+    #[arg(long, env = "TOKEN_GRACE", value_name = "SECONDS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub token_grace: u64,
     /// Serve Prometheus metrics at `http://ADDR/metrics` (for example
     /// `127.0.0.1:9464`): a separate address, without an API key, for the
     /// operator's network. Off when not given.
@@ -110,6 +127,21 @@ pub struct ServeArgs {
     /// `X-Forwarded-For` is ignored.
     #[arg(long, env = "TRUSTED_PROXY", value_name = "IP", value_delimiter = ',')]
     pub trusted_proxy: Vec<std::net::IpAddr>,
+    /// Share the API keys' quotas with the other replicas through this
+    /// Redis (`redis://HOST:PORT[/DB]`). Without it each server counts on
+    /// its own; while Redis cannot be reached, each server falls back to
+    /// counting on its own and tries Redis again every second.
+    #[arg(long, env = "REDIS_URL", value_name = "URL")]
+    pub redis_url: Option<String>,
+    /// Prefix of the quota keys in Redis: the same for the replicas of one
+    /// service, another for another service on the same Redis.
+    #[arg(
+        long,
+        env = "REDIS_KEY_PREFIX",
+        value_name = "PREFIX",
+        default_value = "market-data:ratelimit:token:"
+    )]
+    pub redis_key_prefix: String,
     /// Database selection.
     #[command(flatten)]
     pub db: DbArgs,
@@ -442,13 +474,32 @@ fn create_token(
 }
 
 fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
+    let shared = match &args.redis_url {
+        Some(url) => {
+            let target = crate::shared_quota::RedisTarget::new(url, &args.redis_key_prefix)
+                .map_err(|e| anyhow::anyhow!("--redis-url {}: {e}", redact(url)))?;
+            let quota = crate::shared_quota::SharedQuota::start(&target)
+                .context("starting the Redis connection")?;
+            Some(std::sync::Arc::new(quota))
+        }
+        None => None,
+    };
     let limits = crate::ratelimit::LimitOptions {
         default_per_minute: args.rate_limit.0,
         auth_failures_per_minute: args.auth_failure_limit.0,
         trusted_proxies: args.trusted_proxy.clone(),
+        shared,
     };
-    let state = AppState::with_options(store, args.page_cache_mb << 20, limits)
-        .context("loading the served data")?;
+    let db = db_options(args, store.pool_state().2);
+    let state = AppState::with_options(
+        store,
+        crate::state::StateOptions {
+            page_cache_bytes: args.page_cache_mb << 20,
+            limits,
+            db,
+        },
+    )
+    .context("loading the served data")?;
     // After the first load (which runs fastest with glibc's defaults) and
     // before serving.
     crate::platform::tune_allocator();
@@ -467,9 +518,13 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     log::info!(
-        "listening on http://{} ({workers} workers); rate limit {} per API key, failed authentications {} per address{}",
+        "listening on http://{} ({workers} workers); rate limit {} per API key{}, failed authentications {} per address{}",
         listener.local_addr()?,
         args.rate_limit,
+        match &args.redis_url {
+            Some(_) => format!(" shared through Redis under `{}`", args.redis_key_prefix),
+            None => String::new(),
+        },
         args.auth_failure_limit,
         if args.trusted_proxy.is_empty() {
             String::new()
@@ -508,11 +563,36 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The request path's database limits: renders within the pool, less the
+/// connections kept for key checks and background work.
+fn db_options(args: &ServeArgs, pool: u32) -> crate::state::DbOptions {
+    let defaults = crate::state::DbOptions::default();
+    let most = pool
+        .saturating_sub(crate::state::db::RESERVED_CONNECTIONS)
+        .max(1) as usize;
+    let wanted = args
+        .db_concurrency
+        .map_or(defaults.concurrency, |n| n as usize);
+    if wanted > most {
+        log::warn!("--db-concurrency {wanted} exceeds the pool of {pool} connections less {} kept for key checks: rendering {most} pages at once", crate::state::db::RESERVED_CONNECTIONS);
+    }
+    let concurrency = wanted.min(most);
+    crate::state::DbOptions {
+        concurrency,
+        queue: args.db_queue.map_or(2 * concurrency, |n| n as usize),
+        token_grace: std::time::Duration::from_secs(args.token_grace),
+    }
+}
+
 fn pool_size(args: &ServeArgs) -> u32 {
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    (workers as u32 * 2 + 2).min(32)
+    let base = (workers as u32 * 2 + 2).min(32);
+    // Room for the renders asked for, and the connections kept for key checks.
+    args.db_concurrency.map_or(base, |n| {
+        base.max(n + crate::state::db::RESERVED_CONNECTIONS)
+    })
 }
 
 fn fmt_time(t: Option<time::OffsetDateTime>) -> String {

@@ -14,5 +14,6 @@ pub mod platform;
 pub mod ratelimit;
 pub mod routes;
 pub mod seed;
+pub mod shared_quota;
 pub mod state;
 pub mod tokens;

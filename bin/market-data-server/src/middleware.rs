@@ -16,7 +16,7 @@ use crate::access_log::AccessLog;
 use crate::app::{ApiPrefix, RoutePattern};
 use crate::error::{problem_response, ApiError, ProblemKind, PROBLEM_JSON};
 use crate::ratelimit::{self, Verdict};
-use crate::state::{AppState, UsageEndpoint};
+use crate::state::{AppState, Lane, UsageEndpoint};
 use crate::tokens;
 
 /// Header carrying the request id, in both directions.
@@ -206,7 +206,7 @@ pub async fn guard_api<B: MessageBody + 'static>(
         .clone();
     match authenticate(&req, &state).await {
         Ok((token_id, own_limit, now)) => {
-            let verdict = state.limits.check_token(token_id.0, own_limit);
+            let verdict = state.limits.charge_token(token_id.0, own_limit).await;
             let res = match verdict {
                 Some(
                     v @ Verdict::Limited {
@@ -431,11 +431,34 @@ async fn verify_key(
                     format!("Too many API keys that do not authenticate came from this address; retry after {retry_after} s with a valid key."),
                 ));
             }
-            let (st, h) = (state.clone(), hash.clone());
-            let found = web::block(move || st.store.find_token(&h)).await??;
-            let record = Arc::new(found.ok_or_else(unknown)?);
-            state.cache_token(hash, record.clone());
-            record
+            let h = hash.clone();
+            let found = state
+                .db
+                .run(Lane::Control, move |store| {
+                    store.find_token(&h).map_err(ApiError::from)
+                })
+                .await;
+            match found {
+                Ok(found) => {
+                    let record = Arc::new(found.ok_or_else(unknown)?);
+                    state.cache_token(hash, record.clone());
+                    record
+                }
+                // The database cannot be reached: a key it verified not
+                // long ago keeps working (its age keeps counting from then).
+                Err(e) if e.kind == ProblemKind::Unavailable => {
+                    match state.token_within(&hash, state.db.options().token_grace) {
+                        Some(record) => record,
+                        None => {
+                            return Err(ApiError::new(
+                                ProblemKind::Unavailable,
+                                "The API key cannot be checked while the database is unreachable, and this server has not verified it recently. Retry after the number of seconds in Retry-After.",
+                            ))
+                        }
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
     };
     let now = time::OffsetDateTime::now_utc();

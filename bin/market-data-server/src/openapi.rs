@@ -82,7 +82,7 @@ const API: &[(&str, &str)] = &[
     ("401", "Missing or invalid `X-API-Key` (missing, empty, wrong prefix, unknown, revoked or expired)."),
     ("406", "The `Accept` header excludes JSON."),
     ("429", "The API key has used its requests of the minute (or this address sent too many keys that do not authenticate); retry after `Retry-After` seconds. `RateLimit-Policy` and `RateLimit` say the quota and when it is back."),
-    ("503", "The database is unreachable or its connection pool is exhausted; retry after `Retry-After` seconds."),
+    ("503", "The database is needed and cannot be used now: it is unreachable (database-backed pages not cached; an API key this server has not verified within its grace period, 10 minutes by default), or every slot for rendering uncached pages is taken. Endpoints served from memory keep answering. Retry after `Retry-After` seconds."),
 ];
 
 /// Adds the problem responses that middleware can produce to every operation.

@@ -13,6 +13,10 @@
 //! RateLimit: "token";r=1187;t=1
 //! ```
 //!
+//! With `--redis-url` the quotas of tokens are shared by every replica
+//! through Redis (see [`crate::shared_quota`]); without it, or while Redis
+//! cannot be reached, each server enforces them on its own.
+//!
 //! `q` is the quota per window of `w` seconds, `r` what remains of it now,
 //! and `t` the seconds until all of it is available again (until the next
 //! request is, on a 429, which also carries `Retry-After`).
@@ -40,6 +44,8 @@ use governor::middleware::StateInformationMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use quick_cache::sync::Cache;
+
+use crate::shared_quota::{Charge, SharedQuota};
 
 /// `RateLimit-Policy` header name.
 pub const POLICY_HEADER: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -93,7 +99,7 @@ impl std::fmt::Display for PerMinute {
 }
 
 /// How the limits are set up.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct LimitOptions {
     /// The quota of a token without one of its own; `None`: unlimited.
     pub default_per_minute: Option<NonZeroU32>,
@@ -102,6 +108,8 @@ pub struct LimitOptions {
     pub auth_failures_per_minute: Option<NonZeroU32>,
     /// Reverse proxies whose `X-Forwarded-For` names the client.
     pub trusted_proxies: Vec<IpAddr>,
+    /// Where the token quotas are shared with other replicas, if they are.
+    pub shared: Option<Arc<SharedQuota>>,
 }
 
 impl Default for LimitOptions {
@@ -111,6 +119,7 @@ impl Default for LimitOptions {
             default_per_minute: None,
             auth_failures_per_minute: None,
             trusted_proxies: Vec::new(),
+            shared: None,
         }
     }
 }
@@ -200,6 +209,27 @@ fn allowed(policy: &'static str, quota: u32, remaining: u32) -> Verdict {
     }
 }
 
+/// The verdict of a charge made in Redis for a quota of `quota` a minute.
+fn shared_verdict(quota: u32, charge: Charge) -> Verdict {
+    match charge {
+        Charge::Admitted(until_whole) => {
+            // Each used request comes back after one interval.
+            let interval = crate::shared_quota::interval_micros(quota);
+            let used = (until_whole.as_micros() as u64).div_ceil(interval);
+            allowed(
+                "token",
+                quota,
+                quota.saturating_sub(used.min(u64::from(quota)) as u32),
+            )
+        }
+        Charge::Refused(wait) => Verdict::Limited {
+            policy: "token",
+            quota,
+            retry_after: ceil_secs(wait),
+        },
+    }
+}
+
 /// Seconds, rounded up, so that a client waiting that long is admitted.
 fn ceil_secs(d: Duration) -> u64 {
     let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
@@ -236,12 +266,31 @@ impl RateLimits {
         &self.options
     }
 
+    /// The quota of a token whose own is `own`; `None` when it is unlimited.
+    fn quota_of(&self, own: Option<u32>) -> Option<NonZeroU32> {
+        own.and_then(NonZeroU32::new)
+            .or(self.options.default_per_minute)
+    }
+
     /// Charges one request to token `id`, whose own quota is `own` (or the
-    /// default); `None` when it is unlimited.
+    /// default): through Redis when the quotas are shared and Redis
+    /// answers, in process otherwise. `None` when it is unlimited.
+    pub async fn charge_token(&self, id: i64, own: Option<u32>) -> Option<Verdict> {
+        let per_minute = self.quota_of(own)?;
+        if let Some(shared) = &self.options.shared {
+            if let Ok(charge) = shared.charge(id, per_minute).await {
+                return Some(shared_verdict(per_minute.get(), charge));
+            }
+        }
+        Some(self.check_local(id, per_minute))
+    }
+
+    /// Charges one request to token `id` in process only.
     pub fn check_token(&self, id: i64, own: Option<u32>) -> Option<Verdict> {
-        let per_minute = own
-            .and_then(NonZeroU32::new)
-            .or(self.options.default_per_minute)?;
+        Some(self.check_local(id, self.quota_of(own)?))
+    }
+
+    fn check_local(&self, id: i64, per_minute: NonZeroU32) -> Verdict {
         let limiter = match self.tokens.get(&id) {
             Some(l) if l.per_minute == per_minute => l,
             // New, or its quota was changed: start it with the new quota.
@@ -256,14 +305,14 @@ impl RateLimits {
             }
         };
         let q = per_minute.get();
-        Some(match limiter.limiter.check() {
+        match limiter.limiter.check() {
             Ok(snapshot) => allowed("token", q, snapshot.remaining_burst_capacity()),
             Err(not_until) => Verdict::Limited {
                 policy: "token",
                 quota: q,
                 retry_after: ceil_secs(not_until.wait_time_from(self.clock.now())),
             },
-        })
+        }
     }
 
     /// Whether `ip` is over its failed-authentication quota now: then the
@@ -345,6 +394,7 @@ mod tests {
             default_per_minute: NonZeroU32::new(per_minute),
             auth_failures_per_minute: NonZeroU32::new(failures),
             trusted_proxies: vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()],
+            shared: None,
         })
     }
 

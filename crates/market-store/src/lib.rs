@@ -357,6 +357,17 @@ impl Store {
         Ok(())
     }
 
+    /// [`Store::ping`], waiting at most `timeout` for a connection: for
+    /// probes that must not hang while the database is down.
+    pub fn ping_within(&self, timeout: Duration) -> Result<(), StoreError> {
+        use diesel::connection::SimpleConnection;
+        self.pool
+            .get_timeout(timeout)
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?
+            .batch_execute("SELECT 1")?;
+        Ok(())
+    }
+
     /// The newest data version, if any.
     pub fn latest_snapshot(&self) -> Result<Option<SnapshotMeta>, StoreError> {
         let mut conn = self.conn()?;

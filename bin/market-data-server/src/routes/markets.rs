@@ -10,7 +10,7 @@ use market_store::Series;
 
 use crate::error::{ApiError, Problem};
 use crate::http::{snapshot_bytes, versioned, ApiPath, StrictQuery};
-use crate::state::AppState;
+use crate::state::{AppState, Lane};
 
 type Data = web::Data<AppState>;
 
@@ -235,8 +235,10 @@ pub async fn get_market_history(
     .await
 }
 
-/// A response rendered from the database (blocking, on the thread pool),
-/// through the page cache of the served version.
+/// A response rendered from the database (blocking, on the thread pool,
+/// through the database guard: a fast 503 while the database is down or
+/// every render slot is taken), through the page cache of the served
+/// version.
 pub(crate) async fn stored_page(
     req: &HttpRequest,
     state: &Data,
@@ -246,13 +248,14 @@ pub(crate) async fn stored_page(
         + Send
         + 'static,
 ) -> Result<HttpResponse, ApiError> {
-    let store = state.store.clone();
     let identity = market_query::identity(&key);
+    let db = state.db.clone();
     let body = state
         .page(snapshot.version, key, async move {
-            web::block(move || render(&store))
-                .await?
-                .map_err(ApiError::from)
+            db.run(Lane::Page, move |store| {
+                render(store).map_err(ApiError::from)
+            })
+            .await
         })
         .await?;
     Ok(versioned(req, snapshot, identity, || body))

@@ -14,11 +14,13 @@ use time::OffsetDateTime;
 
 use crate::error::ApiError;
 
+pub mod db;
 mod pages;
 mod reload;
 mod tokens;
 mod usage;
 
+pub use db::{DbGuard, DbOptions, Lane};
 pub use pages::{CacheStats, PageCache, PAGE_CACHE_BYTES};
 pub use reload::{Served, RELOAD_INTERVAL};
 pub use tokens::{TokenCache, TOKEN_CACHE_TTL};
@@ -43,6 +45,29 @@ pub struct AppState {
     pub metrics: crate::metrics::ServerMetrics,
     /// Request quotas per token and the failed-authentication throttle.
     pub limits: crate::ratelimit::RateLimits,
+    /// The request path's way to the database.
+    pub db: Arc<DbGuard>,
+}
+
+/// How a server state is set up.
+#[derive(Clone, Debug)]
+pub struct StateOptions {
+    /// Bytes of the rendered-page cache (0 disables it).
+    pub page_cache_bytes: usize,
+    /// Request quotas and the failed-authentication throttle.
+    pub limits: crate::ratelimit::LimitOptions,
+    /// Database concurrency and the tokens' grace while it is down.
+    pub db: DbOptions,
+}
+
+impl Default for StateOptions {
+    fn default() -> Self {
+        StateOptions {
+            page_cache_bytes: PAGE_CACHE_BYTES,
+            limits: Default::default(),
+            db: Default::default(),
+        }
+    }
 }
 
 fn empty_snapshot() -> Snapshot {
@@ -73,19 +98,26 @@ impl AppState {
         store: Store,
         page_cache_bytes: usize,
     ) -> Result<Arc<AppState>, StoreError> {
-        AppState::with_options(store, page_cache_bytes, Default::default())
+        AppState::with_options(
+            store,
+            StateOptions {
+                page_cache_bytes,
+                ..Default::default()
+            },
+        )
     }
 
-    /// State over `store` with a page cache of `page_cache_bytes` (0
-    /// disables it) and the request limits of `limits`, with the newest
-    /// data version loaded.
-    pub fn with_options(
-        store: Store,
-        page_cache_bytes: usize,
-        limits: crate::ratelimit::LimitOptions,
-    ) -> Result<Arc<AppState>, StoreError> {
+    /// State over `store` set up by `options`, with the newest data
+    /// version loaded.
+    pub fn with_options(store: Store, options: StateOptions) -> Result<Arc<AppState>, StoreError> {
+        let StateOptions {
+            page_cache_bytes,
+            limits,
+            db,
+        } = options;
         let reaper = reload::Reaper::start();
         let state = Arc::new(AppState {
+            db: DbGuard::new(store.clone(), db),
             store,
             snapshot: ArcSwap::from_pointee(reaper.serve(empty_snapshot())),
             reaper,
@@ -158,6 +190,13 @@ impl AppState {
     /// held in the token cache, however long ago.
     pub fn token_known(&self, hash: &str) -> bool {
         self.tokens.known(hash)
+    }
+
+    /// The record of `hash` if it was verified less than `age` ago,
+    /// whatever the cache's time to live: for the grace while the database
+    /// is down.
+    pub fn token_within(&self, hash: &str, age: std::time::Duration) -> Option<Arc<TokenRecord>> {
+        self.tokens.within(hash, age)
     }
 
     /// Caches a verified token record.

@@ -230,8 +230,17 @@ impl AppState {
                 loop {
                     std::thread::sleep(RELOAD_INTERVAL);
                     let Some(state) = state.upgrade() else { return };
-                    if let Err(e) = state.reload() {
-                        log::warn!("could not reload the data version: {e}");
+                    // While the database is down the probe watches it; the
+                    // served version stays, and no warning a second.
+                    if !state.db.is_up() {
+                        continue;
+                    }
+                    match state.reload() {
+                        Err(e @ (StoreError::Unavailable(_) | StoreError::Connect(_))) => {
+                            state.db.mark_down(&e.to_string());
+                        }
+                        Err(e) => log::warn!("could not reload the data version: {e}"),
+                        Ok(_) => {}
                     }
                 }
             })

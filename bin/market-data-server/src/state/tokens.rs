@@ -51,6 +51,14 @@ impl TokenCache {
         self.0.get(hash).is_some()
     }
 
+    /// A record verified less than `age` ago (not counted as a hit or miss).
+    pub fn within(&self, hash: &str, age: Duration) -> Option<Arc<TokenRecord>> {
+        self.0
+            .get(hash)
+            .filter(|(_, at)| at.elapsed() < age)
+            .map(|(record, _)| record)
+    }
+
     /// Hits, misses and what is held now (bytes: keys, names, hints and
     /// the fixed size of an entry).
     pub fn stats(&self) -> super::CacheStats {
@@ -102,6 +110,12 @@ mod tests {
             .0
             .insert("old".into(), (record(2), Instant::now() - TOKEN_CACHE_TTL));
         assert!(cache.get("old").is_none());
+        // It is still there for the grace while the database is down.
+        assert_eq!(
+            cache.within("old", 2 * TOKEN_CACHE_TTL).map(|r| r.id),
+            Some(2)
+        );
+        assert!(cache.within("old", TOKEN_CACHE_TTL).is_none());
         for i in 0..3 * TOKEN_CACHE_ENTRIES {
             cache.insert(format!("k{i}"), record(i as i64));
         }
