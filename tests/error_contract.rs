@@ -575,7 +575,11 @@ async fn a_saturated_database_gives_fast_503s_and_memory_served_data_keeps_flowi
     assert_eq!(again.status().as_u16(), 503);
     assert_eq!(again.headers()["retry-after"], "1");
     assert_eq!(app.readiness().await, "degraded");
-    assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
     app.get_ok(&format!("{NET}/markets/BTC/whale-positions"))
         .await;
     drop(held);

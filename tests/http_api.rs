@@ -4,6 +4,7 @@ mod client;
 mod error_contract;
 mod history;
 mod metrics;
+mod outage;
 mod postgres_scaleout;
 mod ratelimit;
 mod scanner;

@@ -158,6 +158,30 @@ async fn a_scrape_agrees_with_the_requests_sent(backend: Backend) {
         &[("state", "idle")],
     );
     assert!(max >= 1.0 && in_use + idle <= max && idle >= 1.0, "{text}");
+    // The database guard: up, never refused, nothing rendering now.
+    assert_eq!(metric(&text, "market_data_database_up", &[]), 1.0);
+    assert_eq!(
+        metric(&text, "market_data_database_outages_total", &[]),
+        0.0
+    );
+    for reason in ["down", "busy"] {
+        assert_eq!(
+            metric(
+                &text,
+                "market_data_database_refused_total",
+                &[("reason", reason)]
+            ),
+            0.0
+        );
+    }
+    assert_eq!(
+        metric(
+            &text,
+            "market_data_database_renders",
+            &[("state", "running")]
+        ),
+        0.0
+    );
 
     // A later scrape only grows the counters.
     app.get_ok(&format!("{NET}/markets/BTC")).await;

@@ -21,6 +21,7 @@ use prometheus::{
     Opts, Registry, TextEncoder,
 };
 
+use crate::state::db::Refusal;
 use crate::state::{AppState, CacheStats};
 
 /// Media type of the text exposition format.
@@ -108,6 +109,11 @@ pub struct ServerMetrics {
     cache_bytes: IntGaugeVec,
     pool: IntGaugeVec,
     pool_max: IntGauge,
+    db_up: IntGauge,
+    db_outages: IntCounter,
+    db_refused: IntCounterVec,
+    db_renders: IntGaugeVec,
+    redis_errors: IntCounter,
     /// Scrapes bring the sampled counters up one at a time.
     scrape: Mutex<()>,
 }
@@ -198,6 +204,33 @@ impl ServerMetrics {
                 "market_data_db_pool_max_connections",
                 "Most connections the pool opens.",
             ),
+            db_up: int_gauge(
+                &r,
+                "market_data_database_up",
+                "1 while the database is taken to be reachable, 0 while it is down (database-backed pages not cached get 503 at once; a probe pings it every 250 ms).",
+            ),
+            db_outages: counter(
+                &r,
+                "market_data_database_outages_total",
+                "Times the database was found unreachable since start.",
+            ),
+            db_refused: counter_vec(
+                &r,
+                "market_data_database_refused_total",
+                "Database work refused at once with a 503, by reason: `down` (the database is unreachable) or `busy` (every render slot and queue place taken).",
+                &["reason"],
+            ),
+            db_renders: gauge_vec(
+                &r,
+                "market_data_database_renders",
+                "Uncached pages being rendered from the database (`running`) and waiting for a slot (`queued`).",
+                &["state"],
+            ),
+            redis_errors: counter(
+                &r,
+                "market_data_ratelimit_redis_errors_total",
+                "Rate-limit calls to Redis that failed (the server then limited on its own); 0 without --redis-url.",
+            ),
             registry: r,
             scrape: Mutex::new(()),
         }
@@ -243,6 +276,25 @@ impl ServerMetrics {
             .set(i64::from(open.saturating_sub(idle)));
         self.pool.with_label_values(&["idle"]).set(i64::from(idle));
         self.pool_max.set(i64::from(max));
+        let db = &state.db;
+        self.db_up.set(i64::from(db.is_up()));
+        sync_counter(&self.db_outages, db.outages());
+        for (label, why) in [("down", Refusal::Down), ("busy", Refusal::Busy)] {
+            sync_counter(
+                &self.db_refused.with_label_values(&[label]),
+                db.refused(why),
+            );
+        }
+        let (running, queued) = db.renders_in_progress();
+        self.db_renders
+            .with_label_values(&["running"])
+            .set(running as i64);
+        self.db_renders
+            .with_label_values(&["queued"])
+            .set(queued as i64);
+        if let Some(shared) = &state.limits.options().shared {
+            sync_counter(&self.redis_errors, shared.errors());
+        }
         encode(&self.registry)
     }
 

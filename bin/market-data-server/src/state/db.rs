@@ -166,6 +166,10 @@ impl DbGuard {
             Lane::Page => Some(self.turn().await?),
             Lane::Control => None,
         };
+        // It may have gone down while this request waited for its turn.
+        if !self.is_up() {
+            return Err(self.refuse(Refusal::Down));
+        }
         let store = self.store.clone();
         let result = web::block(move || work(&store)).await?;
         if let Err(e) = &result {
@@ -257,5 +261,135 @@ fn probe(guard: Weak<DbGuard>, store: Store) {
             guard.mark_up();
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use market_store::{PoolOptions, StoreError};
+
+    fn guard(concurrency: usize, queue: usize) -> (tempfile::TempDir, Arc<DbGuard>) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("db").to_str().unwrap().to_owned();
+        let store = Store::open(&url, PoolOptions::default()).unwrap();
+        let options = DbOptions {
+            concurrency,
+            queue,
+            ..DbOptions::default()
+        };
+        (dir, DbGuard::new(store, options))
+    }
+
+    async fn until(what: impl Fn() -> bool) {
+        let started = Instant::now();
+        while !what() {
+            assert!(started.elapsed() < Duration::from_secs(5), "timed out");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn renders_past_the_slots_and_the_queue_are_refused_at_once() {
+        let (_dir, g) = guard(1, 1);
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let first = tokio::spawn({
+            let g = g.clone();
+            async move {
+                g.run(Lane::Page, move |_| {
+                    wait.recv().unwrap();
+                    Ok(1)
+                })
+                .await
+            }
+        });
+        until(|| g.renders_in_progress() == (1, 0)).await;
+        let second = tokio::spawn({
+            let g = g.clone();
+            async move { g.run(Lane::Page, |_| Ok(2)).await }
+        });
+        until(|| g.renders_in_progress() == (1, 1)).await;
+        let started = Instant::now();
+        let third = g.run(Lane::Page, |_| Ok(3)).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_millis(100));
+        assert_eq!(third.kind, ProblemKind::Unavailable);
+        assert!(third.detail.contains("uncached pages"), "{}", third.detail);
+        // Key checks are not held up by renders.
+        assert_eq!(g.run(Lane::Control, |_| Ok(4)).await.unwrap(), 4);
+        release.send(()).unwrap();
+        assert_eq!(first.await.unwrap().unwrap(), 1);
+        assert_eq!(second.await.unwrap().unwrap(), 2);
+        assert_eq!((g.refused(Refusal::Busy), g.refused(Refusal::Down)), (1, 0));
+        assert_eq!(g.renders_in_progress(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_queued_render_waits_at_most_the_queue_wait() {
+        let (_dir, g) = guard(1, 1);
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let first = tokio::spawn({
+            let g = g.clone();
+            async move {
+                g.run(Lane::Page, move |_| {
+                    wait.recv().unwrap();
+                    Ok(())
+                })
+                .await
+            }
+        });
+        until(|| g.renders_in_progress() == (1, 0)).await;
+        let started = Instant::now();
+        assert!(g.run(Lane::Page, |_| Ok(())).await.is_err());
+        let waited = started.elapsed();
+        assert!(
+            waited >= QUEUE_WAIT && waited < QUEUE_WAIT + Duration::from_millis(500),
+            "{waited:?}"
+        );
+        release.send(()).unwrap();
+        first.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_database_is_refused_at_once_until_the_probe_finds_it() {
+        let (_dir, g) = guard(2, 2);
+        let failed = g
+            .run(Lane::Control, |_| -> Result<(), ApiError> {
+                Err(StoreError::Unavailable("connection refused".into()).into())
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(failed.kind, ProblemKind::Unavailable);
+        assert!(!g.is_up());
+        assert!(g.down_since().is_some());
+        let started = Instant::now();
+        let refused = g.run(Lane::Page, |_| Ok(())).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_millis(50));
+        assert!(
+            refused.detail.contains("unreachable since"),
+            "{}",
+            refused.detail
+        );
+        assert!(refused
+            .headers
+            .iter()
+            .any(|(n, v)| n == header::RETRY_AFTER && v == "1"));
+        // The database (a fine SQLite file) answers the probe.
+        until(|| g.is_up()).await;
+        assert!(
+            started.elapsed() < PROBE_INTERVAL * 3,
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(g.down_since().is_none());
+        g.run(Lane::Page, |_| Ok(())).await.unwrap();
+        assert_eq!((g.outages(), g.refused(Refusal::Down)), (1, 1));
+        // A query error that is not about reaching the database does not
+        // count as an outage.
+        let _ = g
+            .run(Lane::Page, |_| -> Result<(), ApiError> {
+                Err(ApiError::not_found("nothing here"))
+            })
+            .await;
+        assert!(g.is_up());
     }
 }
