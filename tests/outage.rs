@@ -9,11 +9,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use market_data_server::state::{DbOptions, StateOptions};
 use market_store::PoolOptions;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
-use crate::support::{metric, pg_admin_url, seeded_database, start_app, Backend, TestDatabase};
+use crate::support::{
+    metric, pg_admin_url, seeded_database, start_app, start_app_with, Backend, TestDatabase,
+};
 use crate::NET;
 
 /// A TCP proxy that can be cut: every connection through it is closed,
@@ -154,6 +157,20 @@ async fn serving_through_a_database_outage() {
     // Longer than the token cache's 2 s: keys are checked from memory.
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(app.readiness().await, "degraded");
+    // A liquidity window of the current day only is rendered from memory
+    // (a limit not asked before, so not from the page cache).
+    let today = app.today();
+    app.get_ok(&format!(
+        "{NET}/liquidity-levels?fromDate={today}&toDate={today}&limit=3"
+    ))
+    .await;
+    // One that reaches back a day needs the database.
+    let yesterday = today.previous_day().unwrap();
+    app.get_problem(
+        &format!("{NET}/liquidity-levels?fromDate={yesterday}&toDate={today}&limit=3"),
+        503,
+    )
+    .await;
     let state = app.state.clone();
     let flushed = tokio::task::spawn_blocking(move || state.flush_usage())
         .await
@@ -245,7 +262,8 @@ async fn serving_through_a_database_outage() {
     // Every answered request is in the token's usage.
     app.state.flush_usage().unwrap();
     let counted: i64 = app.store.usage(None).unwrap().iter().map(|r| r.count).sum();
-    assert_eq!(counted as usize, answers.len());
+    // The clients' answers and the two liquidity pages asked during the outage.
+    assert_eq!(counted as usize, answers.len() + 2);
     eprintln!(
         "outage of {:?}: {} snapshot answers (all 200), {} database-backed 503s (p99 {p99:?}, max {:?}); ready {ready_after:?} and database pages back {recovery:?} after the restore; {} requests, all counted",
         restored_at - cut_at,
@@ -255,3 +273,89 @@ async fn serving_through_a_database_outage() {
         answers.len()
     );
 }
+
+/// With one render slot and no queue, a burst of uncached pages gets fast
+/// 503s beyond the one rendering, while pages served from memory keep
+/// answering 200.
+async fn a_burst_of_uncached_pages_past_the_render_slots_gets_fast_503s(backend: Backend) {
+    let options = StateOptions {
+        db: DbOptions {
+            concurrency: 1,
+            queue: 0,
+            ..DbOptions::default()
+        },
+        ..StateOptions::default()
+    };
+    let app = Arc::new(
+        start_app_with(
+            backend,
+            seeded_database(backend),
+            PoolOptions::default(),
+            options,
+        )
+        .await,
+    );
+    app.get_ok(&format!("{NET}/markets/BTC")).await; // verifies the key
+    let (mut busy, mut rendered, mut memory) = (0, 0, 0);
+    for round in 0..20 {
+        let burst: Vec<_> = (0..32)
+            .map(|i| {
+                let app = app.clone();
+                tokio::spawn(async move {
+                    let path = format!(
+                        "{NET}/markets/BTC/history?interval=1h&limit={}",
+                        1 + round * 32 + i
+                    );
+                    let started = Instant::now();
+                    let res = app.request(&path, Some(("X-API-Key", &app.token))).await;
+                    let status = res.status().as_u16();
+                    let retry = res
+                        .headers()
+                        .get("retry-after")
+                        .map(|v| v.to_str().unwrap().to_owned());
+                    let body: serde_json::Value = res.json().await.unwrap();
+                    (status, retry, body, started.elapsed())
+                })
+            })
+            .collect();
+        let detail = app.get_ok(&format!("{NET}/markets/BTC")).await;
+        assert_eq!(detail["symbol"], "BTC");
+        memory += 1;
+        for task in burst {
+            let (status, retry, body, took) = task.await.unwrap();
+            match status {
+                200 => rendered += 1,
+                503 => {
+                    busy += 1;
+                    assert_eq!(retry.as_deref(), Some("1"));
+                    assert!(
+                        body["detail"].as_str().unwrap().contains("uncached pages"),
+                        "{body}"
+                    );
+                    assert!(took < Duration::from_secs(1), "a refusal took {took:?}");
+                }
+                other => panic!("status {other}: {body}"),
+            }
+        }
+        if busy > 0 && round >= 2 {
+            break;
+        }
+    }
+    assert!(
+        busy > 0 && rendered > 0,
+        "{busy} refused, {rendered} rendered"
+    );
+    let text = app.state.metrics.render(&app.state);
+    assert_eq!(
+        metric(
+            &text,
+            "market_data_database_refused_total",
+            &[("reason", "busy")]
+        ),
+        busy as f64
+    );
+    assert_eq!(metric(&text, "market_data_database_up", &[]), 1.0);
+    eprintln!("{busy} refused at once, {rendered} rendered, {memory} memory pages all 200");
+}
+
+crate::on_both_backends!(a_burst_of_uncached_pages_past_the_render_slots_gets_fast_503s,);

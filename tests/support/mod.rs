@@ -256,20 +256,27 @@ pub async fn start_app_limited(
     pool: PoolOptions,
     limits: market_data_server::ratelimit::LimitOptions,
 ) -> TestApp {
+    let options = market_data_server::state::StateOptions {
+        limits,
+        ..Default::default()
+    };
+    start_app_with(backend, db, pool, options).await
+}
+
+/// Starts the real app on `db` set up by `options`.
+pub async fn start_app_with(
+    backend: Backend,
+    db: TestDatabase,
+    pool: PoolOptions,
+    options: market_data_server::state::StateOptions,
+) -> TestApp {
     let store = Store::open(db.url(), pool).unwrap();
     store.migrate().unwrap();
     let token = tokens::generate();
     store
         .create_token("test", &tokens::hash(&token), &tokens::hint(&token), None)
         .unwrap();
-    let state = AppState::with_options(
-        store.clone(),
-        market_data_server::state::StateOptions {
-            limits,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let state = AppState::with_options(store.clone(), options).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = format!("http://{}", listener.local_addr().unwrap());
     let server = app::serve(listener, state.clone(), app::ServeOptions::default()).unwrap();

@@ -269,19 +269,32 @@ impl LiquidityRequest {
         })
     }
 
+    /// The last frozen day the window reads from the database, if it
+    /// reads any: the days before the snapshot's current day.
+    fn history_to(&self, snapshot: &Snapshot) -> Option<Date> {
+        let current_date = snapshot.current_date();
+        let history_to = if snapshot.version > 0 && self.to >= current_date {
+            current_date.previous_day()
+        } else {
+            Some(self.to)
+        };
+        history_to.filter(|to| self.from <= *to)
+    }
+
+    /// Whether the page needs the database: false for a window of the
+    /// snapshot's current day only, which is rendered from memory.
+    pub fn needs_store(&self, snapshot: &Snapshot) -> bool {
+        self.history_to(snapshot).is_some()
+    }
+
     /// Renders the page: frozen days read from `store` (blocking), then the
     /// current day of `snapshot` when the window holds it.
     pub fn render(&self, store: &Store, snapshot: &Snapshot) -> Result<Bytes, QueryError> {
         let current_date = snapshot.current_date();
         let has_current = snapshot.version > 0;
-        let history_to = if has_current && self.to >= current_date {
-            current_date.previous_day()
-        } else {
-            Some(self.to)
-        };
         let fetch = self.paging.limit as usize + 1;
-        let mut history: Vec<LiquidityDay> = match history_to {
-            Some(history_to) if self.from <= history_to => store.liquidity_history(
+        let mut history: Vec<LiquidityDay> = match self.history_to(snapshot) {
+            Some(history_to) => store.liquidity_history(
                 NETWORK_ID,
                 self.from,
                 history_to,

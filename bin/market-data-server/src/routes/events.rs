@@ -8,7 +8,7 @@ use market_query::EventsRequest;
 use super::markets::stored_page;
 use crate::error::{ApiError, Problem};
 use crate::http::{ApiPath, StrictQuery};
-use crate::state::AppState;
+use crate::state::{AppState, Lane};
 
 type Data = web::Data<AppState>;
 
@@ -57,6 +57,7 @@ pub async fn list_position_events(
         &state,
         &snapshot,
         request.cache_key.clone(),
+        Lane::Page,
         move |store| request.render(store),
     )
     .await

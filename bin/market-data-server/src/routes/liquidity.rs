@@ -9,7 +9,7 @@ use super::markets::stored_page;
 use crate::error::{ApiError, Problem};
 
 use crate::http::{ApiPath, StrictQuery};
-use crate::state::AppState;
+use crate::state::{AppState, Lane};
 
 type Data = web::Data<AppState>;
 
@@ -41,8 +41,20 @@ pub async fn list_liquidity_levels(
     let snapshot = state.snapshot();
     let request = LiquidityRequest::new(&snapshot, &query.0)?;
     let served = snapshot.clone();
-    stored_page(&req, &state, &snapshot, request.key.clone(), move |store| {
-        request.render(store, &served)
-    })
+    // A window of the current day only is rendered from memory: it keeps
+    // answering while the database is down.
+    let lane = if request.needs_store(&snapshot) {
+        Lane::Page
+    } else {
+        Lane::Memory
+    };
+    stored_page(
+        &req,
+        &state,
+        &snapshot,
+        request.key.clone(),
+        lane,
+        move |store| request.render(store, &served),
+    )
     .await
 }

@@ -147,9 +147,14 @@ pub async fn list_candles(
         &query.0,
         crate::http::now_ms(),
     )?;
-    stored_page(&req, &state, &snapshot, request.key.clone(), move |store| {
-        request.render(store)
-    })
+    stored_page(
+        &req,
+        &state,
+        &snapshot,
+        request.key.clone(),
+        Lane::Page,
+        move |store| request.render(store),
+    )
     .await
 }
 
@@ -230,6 +235,7 @@ pub async fn get_market_history(
         &state,
         &snapshot,
         request.cache_key.clone(),
+        Lane::Page,
         move |store| request.render(store),
     )
     .await
@@ -244,6 +250,7 @@ pub(crate) async fn stored_page(
     state: &Data,
     snapshot: &std::sync::Arc<crate::state::Served>,
     key: String,
+    lane: Lane,
     render: impl FnOnce(&market_store::Store) -> Result<bytes::Bytes, market_query::QueryError>
         + Send
         + 'static,
@@ -252,10 +259,8 @@ pub(crate) async fn stored_page(
     let db = state.db.clone();
     let body = state
         .page(snapshot.version, key, async move {
-            db.run(Lane::Page, move |store| {
-                render(store).map_err(ApiError::from)
-            })
-            .await
+            db.run(lane, move |store| render(store).map_err(ApiError::from))
+                .await
         })
         .await?;
     Ok(versioned(req, snapshot, identity, || body))

@@ -11,7 +11,7 @@ use super::markets::stored_page;
 
 use crate::error::{ApiError, Problem};
 use crate::http::{versioned, ApiPath, StrictQuery};
-use crate::state::AppState;
+use crate::state::{AppState, Lane};
 
 type Data = web::Data<AppState>;
 
@@ -80,6 +80,7 @@ pub async fn get_wallet(
         &state,
         &snapshot,
         ["wallet|", &address].concat(),
+        Lane::Page,
         move |store| {
             market_query::wallet_detail(store, &served, &address)
                 .map(|body| body.expect("the wallet is served in this version"))
@@ -123,6 +124,7 @@ pub async fn get_wallet_history(
         &state,
         &snapshot,
         request.cache_key.clone(),
+        Lane::Page,
         move |store| request.render(store),
     )
     .await
