@@ -358,4 +358,43 @@ async fn a_burst_of_uncached_pages_past_the_render_slots_gets_fast_503s(backend:
     eprintln!("{busy} refused at once, {rendered} rendered, {memory} memory pages all 200");
 }
 
-crate::on_both_backends!(a_burst_of_uncached_pages_past_the_render_slots_gets_fast_503s,);
+/// While the database is down, a key verified before keeps working from
+/// memory until its grace (counted from its last verification) ends; then
+/// it gets a 503, not a 401, until the database answers again.
+async fn a_key_works_from_memory_for_its_grace_while_the_database_is_down(backend: Backend) {
+    let grace = Duration::from_secs(3);
+    let options = StateOptions {
+        db: DbOptions {
+            token_grace: grace,
+            ..DbOptions::default()
+        },
+        ..StateOptions::default()
+    };
+    let pool = PoolOptions::default();
+    let app = start_app_with(backend, seeded_database(backend), pool, options).await;
+    let detail = format!("{NET}/markets/BTC");
+    app.get_ok(&detail).await;
+    let verified = Instant::now();
+    // Every connection taken: the probe cannot get one either.
+    let held: Vec<_> = (0..pool.max_size)
+        .map(|_| app.store.raw_connection().unwrap())
+        .collect();
+    app.state.db.mark_down("the test holds every connection");
+    // Past the token cache's 2 s, within the grace.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    app.get_ok(&detail).await;
+    tokio::time::sleep(grace.saturating_sub(verified.elapsed()) + Duration::from_millis(100)).await;
+    let p = app.get_problem(&detail, 503).await;
+    assert!(
+        p["detail"].as_str().unwrap().contains("cannot be checked"),
+        "{p}"
+    );
+    drop(held);
+    app.wait_ready(Duration::from_secs(2)).await;
+    app.get_ok(&detail).await;
+}
+
+crate::on_both_backends!(
+    a_burst_of_uncached_pages_past_the_render_slots_gets_fast_503s,
+    a_key_works_from_memory_for_its_grace_while_the_database_is_down,
+);
