@@ -17,9 +17,9 @@ WALLETS=${2:-100000}
 DURATION=${DURATION:-15}
 ADDR=127.0.0.1:18812
 SMALL=/v1/networks/perpnet/wallets?limit=10
-for tool in wrk curl; do
-  command -v "$tool" > /dev/null || { echo "$tool is missing: apt-get install $tool" >&2; exit 1; }
-done
+# shellcheck source=scripts/common.sh
+source scripts/common.sh
+require wrk curl
 cargo build --release -q -p market-data-server
 BIN=${CARGO_TARGET_DIR:-target}/release/market-data-server
 WORK=$(mktemp -d)

@@ -17,9 +17,9 @@ WALLETS=${2:-20000}
 DURATION=${DURATION:-10}
 ADDR=127.0.0.1:18811
 TARGET_PATH=/v1/networks/perpnet/markets/BTC
-for tool in wrk curl; do
-  command -v "$tool" > /dev/null || { echo "$tool is missing: apt-get install $tool" >&2; exit 1; }
-done
+# shellcheck source=scripts/common.sh
+source scripts/common.sh
+require wrk curl
 cargo build --release -q -p market-data-server -p bench-baseline
 RELEASE=${CARGO_TARGET_DIR:-target}/release
 BIN=$RELEASE/market-data-server
@@ -53,7 +53,6 @@ phase() {
   echo "$name $rps $summary"
 }
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 : > "$WORK/results"
 for round in $(seq 1 "$ROUNDS"); do

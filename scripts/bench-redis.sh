@@ -16,9 +16,9 @@ DURATION=${DURATION:-8}
 REDIS=${REDIS_URL:-redis://127.0.0.1:6379}
 ADDR=127.0.0.1:18814
 TARGET_PATH=/v1/networks/perpnet/markets/BTC
-for tool in wrk curl; do
-  command -v "$tool" > /dev/null || { echo "$tool is missing: apt-get install $tool" >&2; exit 1; }
-done
+# shellcheck source=scripts/common.sh
+source scripts/common.sh
+require wrk curl
 cargo build --release -q -p market-data-server
 BIN=${CARGO_TARGET_DIR:-target}/release/market-data-server
 WORK=$(mktemp -d)
@@ -46,7 +46,6 @@ phase() {
   echo "$name $(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") $(awk '$1=="99%" {print $2}' "$WORK/wrk.txt")"
 }
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 : > "$WORK/results"
 for round in $(seq 1 "$ROUNDS"); do

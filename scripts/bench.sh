@@ -28,9 +28,9 @@ OURS=127.0.0.1:18801
 BASE=127.0.0.1:18802
 PREV=127.0.0.1:18803
 PREVIOUS=${PREVIOUS:-}
-for tool in wrk bc curl; do
-  command -v "$tool" > /dev/null || { echo "$tool is missing: apt-get install $tool" >&2; exit 1; }
-done
+# shellcheck source=scripts/common.sh
+source scripts/common.sh
+require wrk bc curl
 
 cargo build --release -q -p market-data-server -p bench-baseline
 # Honors CARGO_TARGET_DIR like cargo does.
@@ -99,7 +99,6 @@ measure() {
     $1 == "99%" { p99 = ms($2) }
     END { printf "%s %s %s\n", rps, p50, p99 }'
 }
-median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 if [ "$RUNS" -gt 0 ]; then
 echo
