@@ -78,9 +78,9 @@ pub struct ServeArgs {
     #[arg(long, env = "SHUTDOWN_TIMEOUT", value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub shutdown_timeout: u64,
     /// Uncached pages of the database-backed endpoints rendered at once
-    /// (default: one per CPU; at most the pool's size less 2, which stay
-    /// for key checks). Raise it for a remote PostgreSQL whose queries
-    /// wait on the network more than on the CPU.
+    /// (default: one per CPU). The pool holds them plus 2 connections kept
+    /// for key checks. Raise it for a remote PostgreSQL whose queries wait
+    /// on the network more than on the CPU.
     #[arg(long, env = "DB_CONCURRENCY", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub db_concurrency: Option<u32>,
     /// Uncached pages that may wait (at most 1 s) for a render slot;

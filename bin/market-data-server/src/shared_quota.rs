@@ -10,8 +10,9 @@
 //! Redis is a helper, not a dependency: each call has a short deadline, and
 //! when Redis cannot be reached the server falls back to its in-process
 //! limiter (each replica then enforces the quota on its own) and tries
-//! Redis again a second later. Requests are never refused or delayed
-//! because Redis is down.
+//! Redis again a second later. No request is refused because Redis is
+//! down, and while it is, at most one request a second waits for it (up to
+//! the deadline).
 //!
 //! The connection lives on a runtime of its own (one thread), so it does
 //! not depend on which HTTP worker happened to open it, and every worker's
@@ -109,7 +110,7 @@ pub struct SharedQuota {
     connection: ConnectionManager,
     script: Arc<Script>,
     prefix: String,
-    /// Until when Redis is left alone (after a failure).
+    /// While Redis is down, until when it is left alone.
     resting_until: Mutex<Option<Instant>>,
     down: AtomicBool,
     errors: AtomicU64,
@@ -165,13 +166,15 @@ impl SharedQuota {
 
     /// Charges one request to token `id` with `per_minute` a minute.
     pub async fn charge(&self, id: i64, per_minute: NonZeroU32) -> Result<Charge, SharedError> {
-        if self
-            .resting_until
-            .lock()
-            .expect("not poisoned")
-            .is_some_and(|until| Instant::now() < until)
-        {
-            return Err(SharedError::Resting);
+        if self.is_down() {
+            // One request a second tries Redis again; the others are
+            // limited in process meanwhile without waiting for it.
+            let mut resting = self.resting_until.lock().expect("not poisoned");
+            let now = Instant::now();
+            if resting.is_some_and(|until| now < until) {
+                return Err(SharedError::Resting);
+            }
+            *resting = Some(now + RETRY_AFTER_FAILURE);
         }
         let result = self.call(id, per_minute).await;
         match &result {
