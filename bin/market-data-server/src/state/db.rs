@@ -227,7 +227,7 @@ impl DbGuard {
     pub fn mark_down(self: &Arc<Self>, cause: &str) {
         if self.up.swap(false, Ordering::AcqRel) {
             *self.down_since.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some((Instant::now(), OffsetDateTime::now_utc()));
+                Some((Instant::now(), whole_seconds(OffsetDateTime::now_utc())));
             self.outages.fetch_add(1, Ordering::Relaxed);
             log::warn!("the database is unreachable ({cause}): pages that need it get 503 until it answers again; endpoints served from memory keep working");
         }
@@ -255,6 +255,11 @@ impl DbGuard {
             );
         }
     }
+}
+
+/// `t` without its fraction of a second, as the API's other times are.
+fn whole_seconds(t: OffsetDateTime) -> OffsetDateTime {
+    t.replace_nanosecond(0).expect("0 is a valid nanosecond")
 }
 
 /// Pings until the database answers, then marks it up and ends.
@@ -368,7 +373,8 @@ mod tests {
             .unwrap_err();
         assert_eq!(failed.kind, ProblemKind::Unavailable);
         assert!(!g.is_up());
-        assert!(g.down_since().is_some());
+        let since = g.down_since().unwrap();
+        assert_eq!(since.nanosecond(), 0, "{since}");
         let started = Instant::now();
         let refused = g.run(Lane::Page, |_| Ok(())).await.unwrap_err();
         assert!(started.elapsed() < Duration::from_millis(50));
