@@ -490,7 +490,7 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
         trusted_proxies: args.trusted_proxy.clone(),
         shared,
     };
-    let db = db_options(args, store.pool_state().2);
+    let db = db_options(args);
     let state = AppState::with_options(
         store,
         crate::state::StateOptions {
@@ -563,20 +563,12 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The request path's database limits: renders within the pool, less the
-/// connections kept for key checks and background work.
-fn db_options(args: &ServeArgs, pool: u32) -> crate::state::DbOptions {
+/// The request path's database limits (`pool_size` makes room for them).
+fn db_options(args: &ServeArgs) -> crate::state::DbOptions {
     let defaults = crate::state::DbOptions::default();
-    let most = pool
-        .saturating_sub(crate::state::db::RESERVED_CONNECTIONS)
-        .max(1) as usize;
-    let wanted = args
+    let concurrency = args
         .db_concurrency
         .map_or(defaults.concurrency, |n| n as usize);
-    if wanted > most {
-        log::warn!("--db-concurrency {wanted} exceeds the pool of {pool} connections less {} kept for key checks: rendering {most} pages at once", crate::state::db::RESERVED_CONNECTIONS);
-    }
-    let concurrency = wanted.min(most);
     crate::state::DbOptions {
         concurrency,
         queue: args.db_queue.map_or(2 * concurrency, |n| n as usize),
@@ -589,10 +581,9 @@ fn pool_size(args: &ServeArgs) -> u32 {
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     let base = (workers as u32 * 2 + 2).min(32);
-    // Room for the renders asked for, and the connections kept for key checks.
-    args.db_concurrency.map_or(base, |n| {
-        base.max(n + crate::state::db::RESERVED_CONNECTIONS)
-    })
+    // Room for the page renders, and the connections kept for key checks.
+    let renders = db_options(args).concurrency as u32;
+    base.max(renders + crate::state::db::RESERVED_CONNECTIONS)
 }
 
 fn fmt_time(t: Option<time::OffsetDateTime>) -> String {

@@ -235,16 +235,15 @@ impl fmt::Display for ApiError {
 
 impl From<market_store::StoreError> for ApiError {
     fn from(e: market_store::StoreError) -> Self {
-        match e {
-            market_store::StoreError::Unavailable(_) | market_store::StoreError::Connect(_) => {
-                let mut api = ApiError::new(
-                    ProblemKind::Unavailable,
-                    "The database is unreachable or busy. Retry after the number of seconds in Retry-After.",
-                );
-                api.cause = Some(e.to_string());
-                api
-            }
-            other => ApiError::internal(other),
+        if e.is_unavailable() {
+            let mut api = ApiError::new(
+                ProblemKind::Unavailable,
+                "The database is unreachable or busy. Retry after the number of seconds in Retry-After.",
+            );
+            api.cause = Some(e.to_string());
+            api
+        } else {
+            ApiError::internal(e)
         }
     }
 }

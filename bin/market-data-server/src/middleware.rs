@@ -254,6 +254,13 @@ fn rate_limited(verdict: Verdict, detail: String) -> ApiError {
     error
 }
 
+/// The 429 of an address over its failed-authentication quota, after
+/// [`ratelimit::THROTTLE_DELAY`] (a timer, not CPU).
+async fn throttled(verdict: Verdict, detail: String) -> ApiError {
+    actix_web::rt::time::sleep(ratelimit::THROTTLE_DELAY).await;
+    rate_limited(verdict, detail)
+}
+
 /// The client's address (through trusted proxies), for the failed-auth throttle.
 fn client_ip(req: &ServiceRequest, state: &AppState) -> Option<std::net::IpAddr> {
     let forwarded: Vec<&str> = req
@@ -349,11 +356,11 @@ async fn authenticate(
             };
             Err(match state.limits.failed_auth(ip) {
                 Some(v @ Verdict::Limited { retry_after, .. }) => {
-                    actix_web::rt::time::sleep(ratelimit::THROTTLE_DELAY).await;
-                    rate_limited(
+                    throttled(
                         v,
                         format!("Too many API keys that do not authenticate came from {ip}; retry after {retry_after} s with a valid key."),
                     )
+                    .await
                 }
                 Some(v) => {
                     let mut e = e;
@@ -425,11 +432,11 @@ async fn verify_key(
                 .flatten()
                 .and_then(|ip| state.limits.blocked(ip))
             {
-                actix_web::rt::time::sleep(ratelimit::THROTTLE_DELAY).await;
-                return Err(rate_limited(
+                return Err(throttled(
                     v,
                     format!("Too many API keys that do not authenticate came from this address; retry after {retry_after} s with a valid key."),
-                ));
+                )
+                .await);
             }
             let h = hash.clone();
             let found = state

@@ -57,6 +57,15 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// Whether the database cannot be reached right now (a refused or lost
+    /// connection, no pooled connection in time), as opposed to a query or
+    /// data that is wrong: worth a retry later, not a bug.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_) | StoreError::Connect(_))
+    }
+}
+
 /// Messages of errors that mean "the database is not reachable right now"
 /// rather than "this query is wrong" (PostgreSQL restarts, failovers,
 /// terminated backends; SQLite lock contention past `busy_timeout`).

@@ -236,9 +236,7 @@ impl AppState {
                         continue;
                     }
                     match state.reload() {
-                        Err(e @ (StoreError::Unavailable(_) | StoreError::Connect(_))) => {
-                            state.db.mark_down(&e.to_string());
-                        }
+                        Err(e) if e.is_unavailable() => state.db.mark_down(&e.to_string()),
                         Err(e) => log::warn!("could not reload the data version: {e}"),
                         Ok(_) => {}
                     }

@@ -36,11 +36,7 @@ impl Default for TokenCache {
 impl TokenCache {
     /// A record verified less than [`TOKEN_CACHE_TTL`] ago.
     pub fn get(&self, hash: &str) -> Option<Arc<TokenRecord>> {
-        let found = self
-            .0
-            .get(hash)
-            .filter(|(_, at)| at.elapsed() < TOKEN_CACHE_TTL)
-            .map(|(record, _)| record);
+        let found = self.within(hash, TOKEN_CACHE_TTL);
         self.1[usize::from(found.is_none())].fetch_add(1, Ordering::Relaxed);
         found
     }
@@ -48,7 +44,7 @@ impl TokenCache {
     /// Whether a record for `hash` is held, however long ago it was
     /// verified: the key was valid not long ago.
     pub fn known(&self, hash: &str) -> bool {
-        self.0.get(hash).is_some()
+        self.within(hash, Duration::MAX).is_some()
     }
 
     /// A record verified less than `age` ago (not counted as a hit or miss).
