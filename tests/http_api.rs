@@ -13,6 +13,7 @@ mod shutdown;
 mod slow_clients;
 mod support;
 mod tracker;
+mod write_path;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

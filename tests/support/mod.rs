@@ -106,6 +106,12 @@ impl Drop for PgDatabase {
     }
 }
 
+/// [`drop_stale_pg_databases`], once per test process.
+fn drop_stale_pg_databases_once() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(drop_stale_pg_databases);
+}
+
 /// Drops databases left behind by test processes that no longer exist.
 fn drop_stale_pg_databases() {
     use diesel::prelude::*;
@@ -151,7 +157,7 @@ fn templates() -> &'static Templates {
         seed::seed_demo_with_history(&store, WALLETS, SEED, now, HISTORY_DAYS).unwrap();
         drop(store); // folds the WAL into the file so a plain copy is complete
         let postgres = pg_admin_url().map(|_| {
-            drop_stale_pg_databases();
+            drop_stale_pg_databases_once();
             let db = PgDatabase::create(None);
             let store = Store::open(&db.url, PoolOptions::default()).unwrap();
             store.migrate().unwrap();
@@ -219,6 +225,41 @@ pub fn seeded_database(backend: Backend) -> TestDatabase {
         }
         Backend::Postgres => {
             let template = t.postgres.as_ref().expect("TEST_DATABASE_URL is set");
+            TestDatabase::Postgres(PgDatabase::create(Some(&template.name)))
+        }
+    }
+}
+
+/// A migrated database with no data on `backend`, for writers under test
+/// (PostgreSQL: a copy of one migrated template, which is far quicker than
+/// migrating every database).
+pub fn empty_database(backend: Backend) -> TestDatabase {
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let url = dir.path().join("empty.db").to_str().unwrap().to_owned();
+            Store::open(&url, PoolOptions::default())
+                .unwrap()
+                .migrate()
+                .unwrap();
+            TestDatabase::Sqlite { url, _dir: dir }
+        }
+        Backend::Postgres => {
+            static TEMPLATE: OnceLock<PgDatabase> = OnceLock::new();
+            let template = TEMPLATE.get_or_init(|| {
+                drop_stale_pg_databases_once();
+                let db = PgDatabase::create(None);
+                let store = Store::open(&db.url, PoolOptions::default()).unwrap();
+                store.migrate().unwrap();
+                drop(store);
+                pg_admin()
+                    .batch_execute(&format!(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' AND pid <> pg_backend_pid()",
+                        db.name
+                    ))
+                    .unwrap();
+                db
+            });
             TestDatabase::Postgres(PgDatabase::create(Some(&template.name)))
         }
     }

@@ -394,10 +394,23 @@ pub fn run_scan(
     cfg: &ScanConfig,
     progress: &mut (dyn FnMut(WalletProgress) + Send),
 ) -> Result<ScanReport, ScanError> {
-    let started = Instant::now();
     let now = OffsetDateTime::now_utc()
         .replace_millisecond(0)
         .unwrap_or_else(|_| OffsetDateTime::now_utc());
+    run_scan_at(source, store, wallets, cfg, now, progress)
+}
+
+/// [`run_scan`] at the instant `now`: the data version's time, the
+/// reference of its staleness and of the day it freezes.
+pub fn run_scan_at(
+    source: &dyn InfoSource,
+    store: &Store,
+    wallets: &[WalletEntry],
+    cfg: &ScanConfig,
+    now: OffsetDateTime,
+    progress: &mut (dyn FnMut(WalletProgress) + Send),
+) -> Result<ScanReport, ScanError> {
+    let started = Instant::now();
     let fetcher = Fetcher::new(source, cfg);
 
     // 1. Market context of the main dex and every HIP-3 dex.

@@ -2,9 +2,13 @@
 #![warn(missing_docs)]
 
 pub mod discovery;
+pub mod live;
+pub mod publish;
 pub mod schedule;
 pub mod tracker;
 pub mod ws;
 
+pub use live::Book;
+pub use publish::{publish, Base, PublishError, PublishInput, Published};
 pub use schedule::{Discovery, Intervals, Schedule, Tier, TierFreshness};
 pub use tracker::{Stats, TrackConfig, TrackError, Tracker};

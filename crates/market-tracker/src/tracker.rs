@@ -1,35 +1,30 @@
 //! `track`: discovery threads, readers that spend the weight budget by
 //! priority, and a publish every `publish_every`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use bigdecimal::{BigDecimal, Zero};
+use bigdecimal::BigDecimal;
 use market_engine::aggregate::size_class;
-use market_engine::coverage::{network_coverage, wallet_freshness};
-use market_engine::{materialize, Quote, ScanInput, WalletInput};
+use market_engine::coverage::wallet_freshness;
+use market_engine::Quote;
 use market_ingest::client::InfoSource;
-use market_ingest::scan::{
-    fetch_new_candles, follow_positions, observe_wallet, wallet_input_from, CandleError, Fetcher,
-    WEIGHT_OTHER,
-};
+use market_ingest::scan::{fetch_new_candles, observe_wallet, CandleError, Fetcher, WEIGHT_OTHER};
 use market_ingest::source::{AssetCtx, AssetMeta, MetaAndAssetCtxs, PerpDex};
 use market_ingest::{mapping, ScanConfig, WalletEntry};
 use market_model::timestamp::now_seconds;
-use market_model::{
-    Candle, Coverage, Decimal, Interval, LiquidityDay, MarketPosition, SizeClass, NETWORK_ID,
-};
-use market_store::{
-    CandleBatch, PublishWrite, RegistryEntry, Store, StoreError, TrackedPosition, WalletScanState,
-};
+use market_model::{Candle, Decimal, SizeClass};
+use market_store::{RegistryEntry, Store, StoreError};
 use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::discovery::{fetch_leaderboard, NodeTradesFollower};
+use crate::live::Book;
+use crate::publish::{publish, Base, PublishInput, Published};
 use crate::schedule::{Discovery, Intervals, ReadJob, Schedule};
 use crate::ws::{self, WsConfig, WsShared};
 
@@ -96,30 +91,14 @@ struct MarketMeta {
     http_ctxs: HashMap<String, Vec<AssetCtx>>,
 }
 
-/// What is known of one wallet's holdings, for the next publish.
-#[derive(Clone, Debug)]
-struct LiveWallet {
-    input: WalletInput,
-    positions: Vec<MarketPosition>,
-}
-
-#[derive(Debug, Default)]
-struct Live {
-    wallets: HashMap<String, LiveWallet>,
-    states: HashMap<String, WalletScanState>,
-    tracked: HashMap<String, Vec<TrackedPosition>>,
-    /// Wallets changed since the last publish.
-    dirty: HashSet<String>,
-}
-
 /// A running tracker.
 pub struct Tracker {
     cfg: TrackConfig,
     store: Store,
     source: Box<dyn InfoSource + Send>,
     schedule: Mutex<Schedule>,
-    live: Mutex<Live>,
-    publisher: Mutex<Publisher>,
+    book: Mutex<Book>,
+    base: Mutex<Base>,
     meta: RwLock<MarketMeta>,
     marks: RwLock<Arc<HashMap<String, Decimal>>>,
     candles: Mutex<Vec<(String, Vec<Candle>)>>,
@@ -156,47 +135,14 @@ impl Tracker {
         for w in &cfg.wallets {
             schedule.add_listed(&w.address, w.label.clone(), w.tags.clone(), now);
         }
-        let mut live = Live::default();
-        let mut publisher = Publisher::default();
-        if let Some(meta) = store.latest_snapshot()? {
-            let loaded = store.load_snapshot(&meta)?;
-            // What the last version served: the first publish's changes are against it.
-            publisher.published = loaded.wallets.iter().map(|w| w.address.clone()).collect();
-            publisher.symbols = loaded.markets.iter().map(|m| m.symbol.clone()).collect();
-            publisher.days = loaded.current_days.clone();
-            publisher.observed_at = Some(meta.observed_at);
-            if meta.source == "track" || meta.source == "scan" {
-                let mut positions: HashMap<String, Vec<MarketPosition>> = HashMap::new();
-                for p in loaded.positions {
-                    positions.entry(p.address.clone()).or_default().push(p);
-                }
-                for w in &loaded.wallets {
-                    live.wallets.insert(
-                        w.address.clone(),
-                        LiveWallet {
-                            input: wallet_input_from(w),
-                            positions: positions.remove(&w.address).unwrap_or_default(),
-                        },
-                    );
-                }
-                live.states = store.wallet_scan_states()?;
-                live.tracked = store.tracked_positions()?;
-            } else {
-                log::warn!(
-                    "the served data version {} came from {:?}: its {} wallets are replaced by the first publish",
-                    meta.version,
-                    meta.source,
-                    loaded.wallets.len()
-                );
-            }
-        }
+        let (book, base) = Book::restore(&store)?;
         Ok(Tracker {
             cfg,
             store,
             source,
             schedule: Mutex::new(schedule),
-            live: Mutex::new(live),
-            publisher: Mutex::new(publisher),
+            book: Mutex::new(book),
+            base: Mutex::new(base),
             meta: RwLock::new(MarketMeta::default()),
             marks: RwLock::new(Arc::new(HashMap::new())),
             candles: Mutex::new(Vec::new()),
@@ -432,38 +378,7 @@ impl Tracker {
                         .map(|t| (t.label.clone(), t.tags.clone()))
                         .unwrap_or_default()
                 };
-                let mut live = lock(&self.live);
-                let live = &mut *live;
-                let (state, follow, analytics) = follow_positions(
-                    &job.address,
-                    live.states.get(&job.address),
-                    live.tracked.get(&job.address),
-                    &obs,
-                );
-                live.states.insert(job.address.clone(), state);
-                live.tracked.insert(job.address.clone(), follow);
-                let previous = live.wallets.remove(&job.address);
-                let input = WalletInput {
-                    address: job.address.clone(),
-                    label,
-                    tags,
-                    kols: previous
-                        .as_ref()
-                        .map(|p| p.input.kols.clone())
-                        .unwrap_or_default(),
-                    kol_profile: previous.and_then(|p| p.input.kol_profile),
-                    account_value: obs.account_value,
-                    observed_at: obs.observed_at,
-                    analytics,
-                };
-                live.wallets.insert(
-                    job.address.clone(),
-                    LiveWallet {
-                        input,
-                        positions: obs.positions,
-                    },
-                );
-                live.dirty.insert(job.address.clone());
+                lock(&self.book).apply_read(&job.address, label, tags, obs);
             }
             Err(e) => {
                 self.stats.reads_failed.fetch_add(1, Ordering::Relaxed);
@@ -548,7 +463,7 @@ impl Tracker {
             }
             if Instant::now() >= next_publish {
                 next_publish = Instant::now() + self.cfg.publish_every;
-                self.publish(fetcher, &mut lock(&self.publisher));
+                self.publish(fetcher, &mut lock(&self.base));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -572,7 +487,7 @@ impl Tracker {
         *self.marks.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(marks);
     }
 
-    fn publish(&self, fetcher: &Fetcher<'_>, p: &mut Publisher) {
+    fn publish(&self, fetcher: &Fetcher<'_>, base: &mut Base) {
         let started = Instant::now();
         let now = now_seconds();
         let quotes = match self.quotes(fetcher) {
@@ -584,7 +499,25 @@ impl Tracker {
             }
         };
         self.set_marks(&quotes);
-        match self.write_publish(quotes, now, p) {
+        let candles = std::mem::take(&mut *lock(&self.candles));
+        let (registry, freshness) = {
+            let mut schedule = lock(&self.schedule);
+            let freshness = wallet_freshness(
+                now,
+                schedule
+                    .iter()
+                    .map(|t| (registry_class(&t.entry), t.entry.last_read_at)),
+            );
+            (schedule.take_unsaved(), freshness)
+        };
+        let input = PublishInput {
+            now,
+            quotes,
+            candles,
+            registry,
+            freshness,
+        };
+        match publish(&self.store, &self.book, base, input) {
             Ok(Published {
                 version,
                 changed,
@@ -612,193 +545,16 @@ impl Tracker {
             }
             Err(e) => {
                 self.stats.publish_failures.fetch_add(1, Ordering::Relaxed);
-                log::error!("publish not applied (the served data is unchanged): {e}");
+                log::error!(
+                    "publish not applied (the served data is unchanged): {}",
+                    e.cause
+                );
+                lock(&self.schedule).mark_unsaved(&e.registry);
+                lock(&self.candles).extend(e.candles);
             }
         }
     }
 
-    fn write_publish(
-        &self,
-        quotes: Vec<Quote>,
-        now: OffsetDateTime,
-        p: &mut Publisher,
-    ) -> Result<Published, String> {
-        let symbols: HashSet<String> = quotes.iter().map(|q| q.symbol.clone()).collect();
-        let (inputs, positions, dirty, states, tracked) = {
-            let mut live = lock(&self.live);
-            // Wallets holding an asset that is gone must be rewritten without it.
-            let vanished: HashSet<&String> = p.symbols.difference(&symbols).collect();
-            if !vanished.is_empty() {
-                let hit: Vec<String> = live
-                    .wallets
-                    .values()
-                    .filter(|w| w.positions.iter().any(|x| vanished.contains(&x.symbol)))
-                    .map(|w| w.input.address.clone())
-                    .collect();
-                live.dirty.extend(hit);
-            }
-            let mut inputs = Vec::new();
-            let mut positions = Vec::new();
-            for w in live.wallets.values() {
-                let held: Vec<&MarketPosition> = w
-                    .positions
-                    .iter()
-                    .filter(|x| symbols.contains(&x.symbol))
-                    .collect();
-                // Empty wallets stay in the registry but are not served.
-                if held.is_empty() && w.input.account_value.0 <= BigDecimal::zero() {
-                    continue;
-                }
-                inputs.push(w.input.clone());
-                positions.extend(held.into_iter().cloned());
-            }
-            let dirty = std::mem::take(&mut live.dirty);
-            let states: Vec<WalletScanState> = dirty
-                .iter()
-                .filter_map(|a| live.states.get(a).cloned())
-                .collect();
-            let tracked: Vec<TrackedPosition> = dirty
-                .iter()
-                .flat_map(|a| live.tracked.get(a).into_iter().flatten().cloned())
-                .collect();
-            (inputs, positions, dirty, states, tracked)
-        };
-        let restore = |dirty: HashSet<String>| lock(&self.live).dirty.extend(dirty);
-        let materialized = match materialize(
-            NETWORK_ID,
-            ScanInput {
-                observed_at: now,
-                quotes,
-                wallets: inputs,
-                positions,
-            },
-        ) {
-            Ok(m) => m,
-            Err(e) => {
-                restore(dirty);
-                return Err(format!("aggregation failed: {e}"));
-            }
-        };
-        let served: HashSet<String> = materialized
-            .wallets
-            .iter()
-            .map(|w| w.address.clone())
-            .collect();
-        let changed_wallets: Vec<_> = materialized
-            .wallets
-            .iter()
-            .filter(|w| dirty.contains(&w.address) || !p.published.contains(&w.address))
-            .cloned()
-            .collect();
-        let changed: HashSet<&str> = changed_wallets.iter().map(|w| w.address.as_str()).collect();
-        let changed_positions: Vec<_> = materialized
-            .positions
-            .iter()
-            .filter(|x| changed.contains(x.address.as_str()))
-            .cloned()
-            .collect();
-        let removed: Vec<String> = p.published.difference(&served).cloned().collect();
-        // The first publish of a new UTC day freezes the previous day's levels.
-        let frozen: Vec<LiquidityDay> = match p.observed_at {
-            Some(t) if t.date() < now.date() => p
-                .days
-                .iter()
-                .cloned()
-                .map(|mut d| {
-                    d.coverage = Coverage::EndOfDay;
-                    d
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        let candle_sets = std::mem::take(&mut *lock(&self.candles));
-        let batches: Vec<CandleBatch<'_>> = candle_sets
-            .iter()
-            .map(|(s, c)| CandleBatch {
-                symbol: s,
-                interval: Interval::H1,
-                candles: c,
-            })
-            .collect();
-        let (registry, freshness) = {
-            let mut schedule = lock(&self.schedule);
-            let freshness = wallet_freshness(
-                now,
-                schedule
-                    .iter()
-                    .map(|t| (registry_class(&t.entry), t.entry.last_read_at)),
-            );
-            (schedule.take_unsaved(), freshness)
-        };
-        let coverage = network_coverage(
-            now,
-            &materialized.markets,
-            &materialized.positions,
-            freshness.clone(),
-        );
-        let result = self.store.publish(
-            &PublishWrite {
-                source: "track",
-                observed_at: now,
-                markets: &materialized.markets,
-                cohorts: &materialized.cohorts,
-                current_days: &materialized.current_days,
-                wallet_count: materialized.wallets.len(),
-                position_count: materialized.positions.len(),
-                changed_wallets: &changed_wallets,
-                changed_positions: &changed_positions,
-                removed_wallets: &removed,
-                frozen_days: &frozen,
-                candles: &batches,
-                wallet_states: &states,
-                tracked: &tracked,
-                registry: &registry,
-                freshness: &freshness,
-                coverage: &coverage,
-            },
-            &mut |_, _, _| {},
-        );
-        match result {
-            Ok(version) => {
-                p.published = served;
-                p.symbols = symbols;
-                p.observed_at = Some(now);
-                let counts = Published {
-                    version,
-                    changed: changed_wallets.len(),
-                    removed: removed.len(),
-                    wallets: materialized.wallets.len(),
-                    positions: materialized.positions.len(),
-                };
-                p.days = materialized.current_days;
-                Ok(counts)
-            }
-            Err(e) => {
-                restore(dirty);
-                lock(&self.schedule).mark_unsaved(&registry);
-                lock(&self.candles).extend(candle_sets);
-                Err(format!("database: {e}"))
-            }
-        }
-    }
-}
-
-/// What one publish wrote: its version and counts (for the log).
-struct Published {
-    version: i64,
-    changed: usize,
-    removed: usize,
-    wallets: usize,
-    positions: usize,
-}
-
-/// What the last publish wrote, to compute the next one's changes.
-#[derive(Debug, Default)]
-struct Publisher {
-    published: HashSet<String>,
-    symbols: HashSet<String>,
-    days: Vec<LiquidityDay>,
-    observed_at: Option<OffsetDateTime>,
 }
 
 /// The size class of a registry entry: by the account value of its last

@@ -16,7 +16,7 @@ use crate::error::ApiError;
 
 pub mod db;
 mod pages;
-mod reload;
+pub mod reload;
 mod tokens;
 mod usage;
 

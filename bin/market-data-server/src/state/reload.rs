@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use market_engine::Materialized;
 use market_snapshot::{Changes, RenderedPosition, Snapshot};
-use market_store::StoreError;
+use market_store::{SnapshotMeta, Store, StoreError};
 
 use super::AppState;
 use crate::platform::{lower_thread_priority, process_cpu, release_free_memory};
@@ -113,6 +113,68 @@ fn reap(retired: Receiver<(u64, Snapshot)>, freed: &(Mutex<u64>, Condvar)) {
     }
 }
 
+/// How many wallets a version applied as changes rewrote and removed.
+#[derive(Clone, Copy, Debug)]
+pub struct AppliedCounts {
+    /// Wallets written since the served version.
+    pub changed: usize,
+    /// Wallets no longer served.
+    pub removed: usize,
+}
+
+/// `current` with the changes up to `meta` applied, when the store can read
+/// them as changes (publishes of `track` since `current`'s version, none of
+/// them pruned); `None` when the version must be loaded whole.
+pub fn changed_snapshot(
+    store: &Store,
+    current: &Snapshot,
+    meta: &SnapshotMeta,
+) -> Result<Option<(Snapshot, AppliedCounts)>, StoreError> {
+    // A change of more than half the wallets (a scan, a re-seed) is
+    // cheaper to load whole than to merge.
+    let Some(c) = store.load_changes(current.version, meta, current.wallet_count() / 2 + 1000)?
+    else {
+        return Ok(None);
+    };
+    let counts = AppliedCounts {
+        changed: c.wallets.len(),
+        removed: c.removed.len(),
+    };
+    let next = current.apply(
+        meta.version,
+        Changes {
+            observed_at: meta.observed_at,
+            markets: c.markets,
+            current_days: c.current_days,
+            cohorts: c.cohorts,
+            coverage: c.coverage,
+            wallets: c.wallets,
+            positions: c.positions,
+            removed: c.removed,
+        },
+    );
+    Ok(Some((next, counts)))
+}
+
+/// The data version `meta` loaded whole.
+pub fn whole_snapshot(store: &Store, meta: &SnapshotMeta) -> Result<Snapshot, StoreError> {
+    // Positions are rendered from their stored text as they are read (no
+    // decimal is parsed and printed again).
+    let loaded = store.load_for_serving(meta, RenderedPosition::from_text)?;
+    Ok(Snapshot::build_rendered(
+        meta.version,
+        Materialized {
+            observed_at: meta.observed_at,
+            markets: loaded.markets,
+            wallets: loaded.wallets,
+            positions: loaded.positions,
+            current_days: loaded.current_days,
+            cohorts: loaded.cohorts,
+            freshness: loaded.freshness,
+        },
+    ))
+}
+
 impl AppState {
     /// Serves the newest data version if it differs from the served one:
     /// applies its changes to the served snapshot when the store can read
@@ -128,11 +190,8 @@ impl AppState {
         }
         let started = Instant::now();
         let cpu = process_cpu();
-        // A change of more than half the wallets (a scan, a re-seed) is
-        // cheaper to load whole than to merge.
         let changes = if current.version > 0 {
-            self.store
-                .load_changes(current.version, &meta, current.wallet_count() / 2 + 1000)?
+            changed_snapshot(&self.store, &current, &meta)?
         } else {
             None
         };
@@ -140,48 +199,17 @@ impl AppState {
         let whole = changes.is_none();
         self.reloads[usize::from(whole)].fetch_add(1, Ordering::Relaxed);
         let (snapshot, how) = match changes {
-            Some(c) => {
+            Some((next, c)) => {
                 let how = format!(
                     "applied {} changed and {} removed wallets to version {}",
-                    c.wallets.len(),
-                    c.removed.len(),
-                    current.version
-                );
-                let next = current.apply(
-                    meta.version,
-                    Changes {
-                        observed_at: meta.observed_at,
-                        markets: c.markets,
-                        current_days: c.current_days,
-                        cohorts: c.cohorts,
-                        coverage: c.coverage,
-                        wallets: c.wallets,
-                        positions: c.positions,
-                        removed: c.removed,
-                    },
+                    c.changed, c.removed, current.version
                 );
                 (next, how)
             }
-            None => {
-                // Positions are rendered from their stored text as they
-                // are read (no decimal is parsed and printed again).
-                let loaded = self
-                    .store
-                    .load_for_serving(&meta, RenderedPosition::from_text)?;
-                let next = Snapshot::build_rendered(
-                    meta.version,
-                    Materialized {
-                        observed_at: meta.observed_at,
-                        markets: loaded.markets,
-                        wallets: loaded.wallets,
-                        positions: loaded.positions,
-                        current_days: loaded.current_days,
-                        cohorts: loaded.cohorts,
-                        freshness: loaded.freshness,
-                    },
-                );
-                (next, "loaded whole".to_owned())
-            }
+            None => (
+                whole_snapshot(&self.store, &meta)?,
+                "loaded whole".to_owned(),
+            ),
         };
         drop(current);
         let (positions, wallets) = snapshot.counts();
