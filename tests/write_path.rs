@@ -21,12 +21,10 @@ use market_ingest::mapping;
 use market_ingest::scan::{follow_positions, observe_wallet, Fetcher, Observed};
 use market_ingest::source::MetaAndAssetCtxs;
 use market_ingest::{run_scan_at, ScanConfig, WalletEntry};
-use market_model::{
-    Coverage, LiquidityDay, MarketSort, SortOrder, WalletSort, NETWORK_ID,
-};
+use market_model::{Coverage, LiquidityDay, MarketSort, SortOrder, WalletSort, NETWORK_ID};
 use market_snapshot::{Snapshot, WalletOrder};
 use market_store::{PoolOptions, Store, TrackedPosition, WalletScanState};
-use market_tracker::{publish, Base, Book, PublishInput};
+use market_tracker::{Book, PublishInput, Publisher};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use serde_json::{json, Value};
@@ -229,9 +227,12 @@ struct Seen {
 
 impl Seen {
     fn empty(&self) -> bool {
-        self.obs.positions.is_empty() && self.obs.account_value.0 <= bigdecimal::BigDecimal::from(0)
+        self.obs.positions.is_empty() && !bigdecimal::Signed::is_positive(&self.obs.account_value.0)
     }
 }
+
+/// The analytics history of a wallet: its scan state and followed positions.
+type History = (WalletScanState, Vec<TrackedPosition>);
 
 /// What the data should be: plain maps, no database.
 #[derive(Default)]
@@ -239,9 +240,14 @@ struct Oracle {
     /// The wallets the last written version serves.
     served: BTreeMap<String, Seen>,
     /// The analytics history of every wallet, as the last writes stored it.
-    histories: HashMap<String, (WalletScanState, Vec<TrackedPosition>)>,
+    stored: HashMap<String, History>,
+    /// The analytics history of every wallet as the tracker remembers it.
+    memory: HashMap<String, History>,
     /// Reads the tracker made since its last publish.
     pending: BTreeMap<String, Seen>,
+    /// Whether another writer (a scan) wrote the last version: the tracker
+    /// goes on from it at its next publish.
+    foreign: bool,
     /// The last version written: its number and time.
     written: Option<(i64, OffsetDateTime)>,
     /// The `current` days of the last version written.
@@ -251,19 +257,14 @@ struct Oracle {
 }
 
 impl Oracle {
-    /// A read of the tracker: its analytics continue the wallet's history.
+    /// A read of the tracker: its analytics continue the history the
+    /// tracker remembers.
     fn read(&mut self, address: &str, obs: Observed) {
-        let before = self
-            .pending
-            .get(address)
-            .map(|s| s.history.clone())
-            .or_else(|| self.histories.get(address).cloned());
-        let (state, follow, analytics) = follow_positions(
-            address,
-            before.as_ref().map(|h| &h.0),
-            before.as_ref().map(|h| &h.1),
-            &obs,
-        );
+        let before = self.memory.get(address);
+        let (state, follow, analytics) =
+            follow_positions(address, before.map(|h| &h.0), before.map(|h| &h.1), &obs);
+        self.memory
+            .insert(address.to_owned(), (state.clone(), follow.clone()));
         self.pending.insert(
             address.to_owned(),
             Seen {
@@ -275,8 +276,12 @@ impl Oracle {
     }
 
     /// A publish of the tracker: each read since the last one replaces the
-    /// wallet's observation unless a later one (a scan's) is served.
+    /// wallet's observation, unless a later one (a scan's) is served.
     fn publish(&mut self, at: OffsetDateTime) {
+        let rebase = std::mem::take(&mut self.foreign);
+        if rebase {
+            self.memory = self.stored.clone();
+        }
         for (address, seen) in std::mem::take(&mut self.pending) {
             if self
                 .served
@@ -285,30 +290,26 @@ impl Oracle {
             {
                 continue;
             }
-            self.histories.insert(address.clone(), seen.history.clone());
-            if seen.empty() {
-                self.served.remove(&address);
-            } else {
-                self.served.insert(address, seen);
-            }
+            self.memory.insert(address.clone(), seen.history.clone());
+            self.stored.insert(address.clone(), seen.history.clone());
+            self.served.insert(address, seen);
         }
+        // The tracker serves the wallets that hold something (a scan's
+        // listed empty wallets included, once the tracker goes on from it).
+        self.served.retain(|_, s| !s.empty());
         self.write(at);
     }
 
     /// A whole scan of `listed`: it serves exactly them (empty or not), and
-    /// keeps the analytics history of them only.
+    /// stores the analytics history of them only.
     fn scan(&mut self, listed: Vec<(String, Observed)>, at: OffsetDateTime) {
-        let mut histories = HashMap::new();
+        let mut stored = HashMap::new();
         let mut served = BTreeMap::new();
         for (address, obs) in listed {
-            let before = self.histories.get(&address);
-            let (state, follow, analytics) = follow_positions(
-                &address,
-                before.map(|h| &h.0),
-                before.map(|h| &h.1),
-                &obs,
-            );
-            histories.insert(address.clone(), (state.clone(), follow.clone()));
+            let before = self.stored.get(&address);
+            let (state, follow, analytics) =
+                follow_positions(&address, before.map(|h| &h.0), before.map(|h| &h.1), &obs);
+            stored.insert(address.clone(), (state.clone(), follow.clone()));
             served.insert(
                 address,
                 Seen {
@@ -318,9 +319,18 @@ impl Oracle {
                 },
             );
         }
-        self.histories = histories;
+        self.stored = stored;
         self.served = served;
+        self.foreign = true;
         self.write(at);
+    }
+
+    /// `kill -9` of the tracker: it forgets its reads and remembers what
+    /// is stored.
+    fn crash(&mut self) {
+        self.pending.clear();
+        self.memory = self.stored.clone();
+        self.foreign = false;
     }
 
     /// A version written at `at`: the first of a UTC day freezes the
@@ -433,7 +443,7 @@ struct Tracker {
     db: TestDatabase,
     store: Store,
     book: Mutex<Book>,
-    base: Base,
+    publisher: Publisher,
     follower: Option<Snapshot>,
 }
 
@@ -441,11 +451,14 @@ impl Tracker {
     fn start(db: TestDatabase) -> Tracker {
         let store = Store::open(db.url(), PoolOptions::default()).unwrap();
         let (book, base) = Book::restore(&store).unwrap();
+        let mut publisher = Publisher::new(base);
+        // A wallet held back is tried again at the next publish.
+        publisher.retry_after = Duration::ZERO;
         Tracker {
             db,
             store,
             book: Mutex::new(book),
-            base,
+            publisher,
             follower: None,
         }
     }
@@ -480,7 +493,11 @@ fn run(backend: Backend, steps: &[Step]) -> Result<(), TestCaseError> {
         match step {
             Step::Read(w, holdings) => {
                 let a = address(*w);
-                world.accounts.lock().unwrap().insert(a.clone(), holdings.clone());
+                world
+                    .accounts
+                    .lock()
+                    .unwrap()
+                    .insert(a.clone(), holdings.clone());
                 let obs = read(&world, &a).map_err(TestCaseError::fail)?;
                 sut.book
                     .lock()
@@ -502,11 +519,11 @@ fn run(backend: Backend, steps: &[Step]) -> Result<(), TestCaseError> {
                     registry: Vec::new(),
                     freshness: wallet_freshness(now, std::iter::empty()),
                 };
-                let published = publish(&sut.store, &sut.book, &mut sut.base, input);
+                let published = sut.publisher.publish(&sut.store, &sut.book, &input);
                 prop_assert!(
                     published.is_ok(),
                     "step {n}: the publish was not applied: {}",
-                    published.unwrap_err().cause
+                    published.unwrap_err()
                 );
                 oracle.publish(now);
             }
@@ -538,7 +555,7 @@ fn run(backend: Backend, steps: &[Step]) -> Result<(), TestCaseError> {
             }
             Step::Crash => {
                 sut = sut.crash();
-                oracle.pending.clear();
+                oracle.crash();
             }
         }
         check(&mut sut, &oracle, n)?;
@@ -566,20 +583,19 @@ fn check(sut: &mut Tracker, oracle: &Oracle, n: usize) -> Result<(), TestCaseErr
         None => whole_snapshot(&sut.store, &meta).unwrap(),
     };
     let expected = oracle.snapshot().expect("a version was written");
-    let served_whole = served(&whole, true);
-    prop_assert_eq!(
-        &served_whole,
+    same(
+        &served(&whole, true),
         &served(&follower, true),
-        "step {}: applied as changes, version {} differs from loading it whole",
-        n,
-        meta.version
-    );
-    prop_assert_eq!(
-        served(&whole, false),
-        served(&expected, false),
-        "step {}: the served data differs from the oracle's",
-        n
-    );
+        &format!(
+            "step {n}: version {} applied as changes (right) differs from loading it whole (left)",
+            meta.version
+        ),
+    )?;
+    same(
+        &served(&expected, false),
+        &served(&whole, false),
+        &format!("step {n}: the served data (right) differs from the oracle's (left)"),
+    )?;
     sut.follower = Some(follower);
     let frozen = sut
         .store
@@ -600,6 +616,21 @@ fn check(sut: &mut Tracker, oracle: &Oracle, n: usize) -> Result<(), TestCaseErr
         n
     );
     Ok(())
+}
+
+/// Fails with the first line that differs.
+fn same(left: &str, right: &str, what: &str) -> Result<(), TestCaseError> {
+    if left == right {
+        return Ok(());
+    }
+    let (l, r) = left
+        .lines()
+        .zip(right.lines())
+        .find(|(l, r)| l != r)
+        .unwrap_or((left, right));
+    Err(TestCaseError::fail(format!(
+        "{what}:\n  left:  {l}\n  right: {r}"
+    )))
 }
 
 fn holdings() -> impl Strategy<Value = Holdings> {

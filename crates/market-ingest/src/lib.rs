@@ -7,6 +7,6 @@ pub mod mapping;
 pub mod scan;
 pub mod source;
 pub use scan::{
-    parse_wallet_list, run_scan, run_scan_at, IngestCounters, ScanConfig, ScanError, ScanReport, WalletEntry,
-    WalletProgress,
+    parse_wallet_list, run_scan, run_scan_at, IngestCounters, ScanConfig, ScanError, ScanReport,
+    WalletEntry, WalletProgress,
 };

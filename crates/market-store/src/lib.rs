@@ -55,6 +55,19 @@ pub enum StoreError {
     /// Stored data does not decode into the model.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// An incremental write was computed against a data version that is no
+    /// longer the latest: another writer committed in between.
+    #[error("the latest data version is {found:?}, not {expected} (another writer wrote it)")]
+    Conflict {
+        /// The version the write was computed against.
+        expected: i64,
+        /// The latest version found.
+        found: Option<i64>,
+    },
+    /// A fault injected by a test (feature `test-support`).
+    #[cfg(feature = "test-support")]
+    #[error("injected fault: {0}")]
+    Injected(String),
 }
 
 impl StoreError {
@@ -63,6 +76,14 @@ impl StoreError {
     /// data that is wrong: worth a retry later, not a bug.
     pub fn is_unavailable(&self) -> bool {
         matches!(self, StoreError::Unavailable(_) | StoreError::Connect(_))
+    }
+
+    /// Whether the write failed because of what it wrote (a row the
+    /// database refused, data that does not encode), as opposed to the
+    /// database being unreachable or another writer being first: retrying
+    /// the same write cannot help, leaving the offending part out can.
+    pub fn is_data(&self) -> bool {
+        !self.is_unavailable() && !matches!(self, StoreError::Conflict { .. })
     }
 }
 
@@ -289,6 +310,20 @@ pub struct Store {
     pool: r2d2::Pool<ConnectionManager>,
     retention: Retention,
     kind: BackendKind,
+    #[cfg(feature = "test-support")]
+    faults: std::sync::Arc<std::sync::Mutex<Vec<Fault>>>,
+}
+
+/// A fault a test injects into [`Store::publish`] (feature `test-support`):
+/// the transaction fails midway, after the version row and the closing of
+/// the changed rows, and rolls back like a crash or a refused row would.
+#[cfg(feature = "test-support")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Every publish that writes this wallet (its rows or its scan state) fails.
+    Wallet(String),
+    /// The next publish fails (the fault is then used up).
+    Once,
 }
 
 impl std::fmt::Debug for Store {
@@ -314,6 +349,8 @@ impl Store {
             pool,
             kind,
             retention: Retention::default(),
+            #[cfg(feature = "test-support")]
+            faults: Default::default(),
         })
     }
 
@@ -345,6 +382,42 @@ impl Store {
     #[cfg(feature = "test-support")]
     pub fn raw_connection(&self) -> Result<r2d2::PooledConnection<ConnectionManager>, StoreError> {
         self.conn()
+    }
+
+    /// Injects a fault into later publishes (feature `test-support`).
+    #[cfg(feature = "test-support")]
+    pub fn inject(&self, fault: Fault) {
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(fault);
+    }
+
+    /// Removes every injected fault.
+    #[cfg(feature = "test-support")]
+    pub fn clear_faults(&self) {
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// Fails when an injected fault applies to a publish writing the wallets
+    /// `writes` accepts.
+    #[cfg(feature = "test-support")]
+    pub(crate) fn injected_fault(&self, writes: impl Fn(&str) -> bool) -> Result<(), StoreError> {
+        let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = faults.iter().position(|f| *f == Fault::Once) {
+            faults.remove(i);
+            return Err(StoreError::Injected("the publish failed midway".into()));
+        }
+        match faults.iter().find_map(|f| match f {
+            Fault::Wallet(a) if writes(a) => Some(a.clone()),
+            _ => None,
+        }) {
+            Some(a) => Err(StoreError::Injected(format!("wallet {a} refused"))),
+            None => Ok(()),
+        }
     }
 
     /// Runs pending migrations; returns how many ran.

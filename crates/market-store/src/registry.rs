@@ -15,7 +15,8 @@ use time::OffsetDateTime;
 use crate::ingest::{insert_tracked, insert_wallet_states, write_days_and_candles};
 use crate::rows::{from_db_time, to_db_time, RegistryRow};
 use crate::schema::{
-    positions, scanned_wallets, tracked_positions, version_freshness, wallet_registry, wallets,
+    positions, scanned_wallets, snapshots, tracked_positions, version_freshness, wallet_registry,
+    wallets,
 };
 use crate::types::DbDecimal;
 use crate::{
@@ -157,6 +158,11 @@ impl RegistryEntry {
 pub struct PublishWrite<'a> {
     /// What produced it (`track`).
     pub source: &'a str,
+    /// The data version its changes were computed against (0: none). The
+    /// publish fails with [`StoreError::Conflict`] when it is no longer the
+    /// latest, so that a writer never applies changes to a version it did
+    /// not see.
+    pub base_version: i64,
     /// When it was published.
     pub observed_at: OffsetDateTime,
     /// Every market, with aggregates over every served wallet.
@@ -179,9 +185,12 @@ pub struct PublishWrite<'a> {
     pub frozen_days: &'a [LiquidityDay],
     /// Candle batches fetched since the previous publish.
     pub candles: &'a [CandleBatch<'a>],
-    /// Analytics state of the changed wallets (replaces theirs).
+    /// Analytics state of the wallets read since the previous publish,
+    /// served or not: each replaces the stored state of its wallet (the
+    /// states of other wallets, removed ones included, are kept).
     pub wallet_states: &'a [WalletScanState],
-    /// Followed positions of the changed wallets (replace theirs).
+    /// Followed positions of the wallets of `wallet_states` (they replace
+    /// theirs).
     pub tracked: &'a [TrackedPosition],
     /// Registry entries to save with this version.
     pub registry: &'a [RegistryEntry],
@@ -227,6 +236,15 @@ impl Store {
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
         conn.transaction(|conn| {
+            let latest: Option<i64> = snapshots::table
+                .select(diesel::dsl::max(snapshots::version))
+                .first(conn)?;
+            if latest.unwrap_or(0) != p.base_version {
+                return Err(StoreError::Conflict {
+                    expected: p.base_version,
+                    found: latest,
+                });
+            }
             write_days_and_candles(conn, p.frozen_days, p.candles, progress)?;
             let version = insert_version(
                 conn,
@@ -276,6 +294,11 @@ impl Store {
                 )
                 .set(positions::valid_to.eq(version))
                 .execute(conn)?;
+            }
+            // Scan states are replaced by wallet, for every wallet read:
+            // served, empty (not served) or removed alike.
+            let read: Vec<&str> = p.wallet_states.iter().map(|s| s.address.as_str()).collect();
+            for chunk in read.chunks(ADDRESS_CHUNK) {
                 diesel::delete(
                     scanned_wallets::table.filter(scanned_wallets::address.eq_any(chunk)),
                 )
@@ -285,6 +308,8 @@ impl Store {
                 )
                 .execute(conn)?;
             }
+            #[cfg(feature = "test-support")]
+            self.injected_fault(|a| touched.contains(&a) || read.contains(&a))?;
             insert_wallet_rows(
                 conn,
                 version,

@@ -575,6 +575,7 @@ fn incremental_publishes_read_back_as_whole_versions() {
                 .publish(
                     &PublishWrite {
                         source: "track",
+                        base_version: store.latest_snapshot().unwrap().unwrap().version,
                         observed_at: datetime!(2026-11-22 01:01:00 UTC),
                         markets: &markets,
                         cohorts: &[],
@@ -708,6 +709,76 @@ fn incremental_publishes_read_back_as_whole_versions() {
             .unwrap();
         // Kept versions (v2, v3) see only the open rows: the rows closed by v2 are gone.
         assert_eq!(rows, 3, "only rows a kept version can see remain");
+    }
+}
+
+#[test]
+fn publishes_replace_the_scan_state_of_every_wallet_read_and_refuse_a_stale_base() {
+    for (store, _guard) in stores() {
+        let markets = vec![market("BTC", "100")];
+        let freshness = WalletFreshness {
+            tracked: 1,
+            never_read: 0,
+            refreshed_within1m: 1,
+            refreshed_within5m: 1,
+            refreshed_within1h: 1,
+            by_size_class: Vec::new(),
+        };
+        let coverage = NetworkCoverage {
+            as_of: datetime!(2026-11-22 01:01:00 UTC),
+            wallets: freshness.clone(),
+            open_interest: d("0"),
+            covered_open_interest: d("0"),
+            covered_share: None,
+            markets: Vec::new(),
+        };
+        // A wallet read empty is not served, but its scan state is kept.
+        let empty = WalletScanState {
+            address: "0xee".into(),
+            first_seen_at: Some(datetime!(2026-11-22 01:00:00 UTC)),
+            ..WalletScanState::default()
+        };
+        let publish = |base_version: i64, states: &[WalletScanState]| {
+            store.publish(
+                &PublishWrite {
+                    source: "track",
+                    base_version,
+                    observed_at: datetime!(2026-11-22 01:01:00 UTC),
+                    markets: &markets,
+                    cohorts: &[],
+                    current_days: &[],
+                    wallet_count: 0,
+                    position_count: 0,
+                    changed_wallets: &[],
+                    changed_positions: &[],
+                    removed_wallets: &[],
+                    frozen_days: &[],
+                    candles: &[],
+                    wallet_states: states,
+                    tracked: &[],
+                    registry: &[],
+                    freshness: &freshness,
+                    coverage: &coverage,
+                },
+                &mut |_, _, _| {},
+            )
+        };
+        let v1 = publish(0, std::slice::from_ref(&empty)).unwrap();
+        // Read (empty) again: its state is replaced, not inserted twice.
+        let again = WalletScanState {
+            last_seen_at: Some(datetime!(2026-11-22 01:02:00 UTC)),
+            ..empty.clone()
+        };
+        let v2 = publish(v1, std::slice::from_ref(&again)).unwrap();
+        assert_eq!(store.wallet_scan_states().unwrap()["0xee"], again);
+        // Changes computed against v1 are refused whole now that v2 is the latest.
+        match publish(v1, &[]) {
+            Err(StoreError::Conflict { expected, found }) => {
+                assert_eq!((expected, found), (v1, Some(v2)));
+            }
+            other => panic!("a stale base must conflict: {other:?}"),
+        }
+        assert_eq!(store.latest_snapshot().unwrap().unwrap().version, v2);
     }
 }
 

@@ -9,6 +9,6 @@ pub mod tracker;
 pub mod ws;
 
 pub use live::Book;
-pub use publish::{publish, Base, PublishError, PublishInput, Published};
+pub use publish::{Base, HeldBack, PublishError, PublishInput, Published, Publisher};
 pub use schedule::{Discovery, Intervals, Schedule, Tier, TierFreshness};
 pub use tracker::{Stats, TrackConfig, TrackError, Tracker};

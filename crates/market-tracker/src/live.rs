@@ -1,9 +1,11 @@
 //! The book: the last observation of every wallet `track` has read, the
-//! history behind its analytics, and which wallets changed since the last
-//! publish. Reads go in; publishes take the changes out.
+//! history behind its analytics, and the reads not published yet. Reads go
+//! in; publishes take them out, all of them or some (a wallet whose rows
+//! the database refuses is held back, and served as last published).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use bigdecimal::{BigDecimal, Zero};
 use market_engine::WalletInput;
 use market_ingest::scan::{follow_positions, wallet_input_from, Observed};
 use market_model::MarketPosition;
@@ -20,20 +22,43 @@ pub struct LiveWallet {
     pub positions: Vec<MarketPosition>,
 }
 
+impl LiveWallet {
+    /// Whether it is served: it holds equity or a position in one of `symbols`.
+    pub fn served(&self, symbols: &impl Fn(&str) -> bool) -> bool {
+        self.input.account_value.0 > BigDecimal::zero()
+            || self.positions.iter().any(|p| symbols(&p.symbol))
+    }
+}
+
+/// A wallet read since the last publish.
+#[derive(Clone, Debug)]
+pub(crate) struct Pending {
+    /// The number of its latest read (reads are numbered in order).
+    pub(crate) read: u64,
+    /// What the last published version knows of it (`None`: nothing), served
+    /// while its new read is held back.
+    pub(crate) published: Option<LiveWallet>,
+}
+
 /// The tracker's memory of every wallet it has read.
 #[derive(Debug, Default)]
 pub struct Book {
+    /// The latest observation of every wallet read (empty ones included).
     pub(crate) wallets: HashMap<String, LiveWallet>,
+    /// The analytics history of every wallet read.
     pub(crate) states: HashMap<String, WalletScanState>,
+    /// The positions followed for the analytics, by wallet.
     pub(crate) tracked: HashMap<String, Vec<TrackedPosition>>,
-    /// Wallets changed since the last publish.
-    pub(crate) dirty: BTreeSet<String>,
+    /// Wallets read since the last publish.
+    pub(crate) pending: BTreeMap<String, Pending>,
+    next_read: u64,
 }
 
 impl Book {
     /// The book and publish base of the store's latest data version: a
     /// restart goes on from what was last published. A version written by
-    /// another writer (`seed-demo`) is replaced by the first publish.
+    /// another writer than `track` or `scan` (`seed-demo`) is replaced by
+    /// the first publish.
     pub fn restore(store: &Store) -> Result<(Book, Base), StoreError> {
         let mut book = Book::default();
         let mut base = Base::default();
@@ -73,6 +98,35 @@ impl Book {
         Ok((book, base))
     }
 
+    /// Goes on from `stored`, the store's latest version written by another
+    /// writer: its wallets replace this book's, except the ones read since
+    /// the last publish whose read is newer than what `stored` holds.
+    pub(crate) fn rebase(&mut self, mut stored: Book) {
+        for (address, mut pending) in std::mem::take(&mut self.pending) {
+            let Some(latest) = self.wallets.remove(&address) else {
+                continue;
+            };
+            let superseded = stored
+                .wallets
+                .get(&address)
+                .is_some_and(|w| w.input.observed_at >= latest.input.observed_at);
+            if superseded {
+                continue;
+            }
+            pending.published = stored.wallets.get(&address).cloned();
+            stored.wallets.insert(address.clone(), latest);
+            if let Some(s) = self.states.remove(&address) {
+                stored.states.insert(address.clone(), s);
+            }
+            if let Some(t) = self.tracked.remove(&address) {
+                stored.tracked.insert(address.clone(), t);
+            }
+            stored.pending.insert(address, pending);
+        }
+        stored.next_read = self.next_read;
+        *self = stored;
+    }
+
     /// Applies a read of `address`: follows its positions (events and
     /// analytics), and keeps the observation for the next publish.
     pub fn apply_read(
@@ -99,11 +153,20 @@ impl Book {
                 .as_ref()
                 .map(|p| p.input.kols.clone())
                 .unwrap_or_default(),
-            kol_profile: previous.and_then(|p| p.input.kol_profile),
+            kol_profile: previous.as_ref().and_then(|p| p.input.kol_profile.clone()),
             account_value: obs.account_value,
             observed_at: obs.observed_at,
             analytics,
         };
+        let read = self.next_read;
+        self.next_read += 1;
+        self.pending
+            .entry(address.to_owned())
+            .and_modify(|p| p.read = read)
+            .or_insert(Pending {
+                read,
+                published: previous,
+            });
         self.wallets.insert(
             address.to_owned(),
             LiveWallet {
@@ -111,11 +174,40 @@ impl Book {
                 positions: obs.positions,
             },
         );
-        self.dirty.insert(address.to_owned());
     }
 
-    /// Wallets changed since the last publish.
-    pub fn dirty_len(&self) -> usize {
-        self.dirty.len()
+    /// Wallets read since the last publish.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// What a version that publishes the reads of `include` (and holds the
+    /// other pending reads back) serves of each wallet: its latest read, or
+    /// what was last published of it.
+    pub(crate) fn entries<'a>(
+        &'a self,
+        include: &'a BTreeSet<String>,
+    ) -> impl Iterator<Item = &'a LiveWallet> + 'a {
+        self.wallets
+            .iter()
+            .filter_map(move |(address, latest)| match self.pending.get(address) {
+                Some(p) if !include.contains(address) => p.published.as_ref(),
+                _ => Some(latest),
+            })
+    }
+
+    /// Marks the reads of `published` (address, read number, what was
+    /// written) as published; a wallet read again meanwhile stays pending,
+    /// its published copy now the one written.
+    pub(crate) fn published(&mut self, published: Vec<(String, u64, LiveWallet)>) {
+        for (address, read, written) in published {
+            match self.pending.get_mut(&address) {
+                Some(p) if p.read == read => {
+                    self.pending.remove(&address);
+                }
+                Some(p) => p.published = Some(written),
+                None => {}
+            }
+        }
     }
 }

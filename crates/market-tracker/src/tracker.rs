@@ -24,7 +24,7 @@ use time::OffsetDateTime;
 
 use crate::discovery::{fetch_leaderboard, NodeTradesFollower};
 use crate::live::Book;
-use crate::publish::{publish, Base, PublishInput, Published};
+use crate::publish::{PublishInput, Published, Publisher};
 use crate::schedule::{Discovery, Intervals, ReadJob, Schedule};
 use crate::ws::{self, WsConfig, WsShared};
 
@@ -81,6 +81,8 @@ pub struct Stats {
     pub registry_failures: AtomicU64,
     /// Unix time of the last publish written; 0 before the first.
     pub last_publish_at: AtomicI64,
+    /// Wallets held back from publishing now (their rows were refused).
+    pub held_back: AtomicU64,
 }
 
 /// The dexes and their universes, refreshed every `meta_every`.
@@ -98,7 +100,7 @@ pub struct Tracker {
     source: Box<dyn InfoSource + Send>,
     schedule: Mutex<Schedule>,
     book: Mutex<Book>,
-    base: Mutex<Base>,
+    publisher: Mutex<Publisher>,
     meta: RwLock<MarketMeta>,
     marks: RwLock<Arc<HashMap<String, Decimal>>>,
     candles: Mutex<Vec<(String, Vec<Candle>)>>,
@@ -142,7 +144,7 @@ impl Tracker {
             source,
             schedule: Mutex::new(schedule),
             book: Mutex::new(book),
-            base: Mutex::new(base),
+            publisher: Mutex::new(Publisher::new(base)),
             meta: RwLock::new(MarketMeta::default()),
             marks: RwLock::new(Arc::new(HashMap::new())),
             candles: Mutex::new(Vec::new()),
@@ -463,7 +465,7 @@ impl Tracker {
             }
             if Instant::now() >= next_publish {
                 next_publish = Instant::now() + self.cfg.publish_every;
-                self.publish(fetcher, &mut lock(&self.base));
+                self.publish(fetcher, &mut lock(&self.publisher));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -487,7 +489,7 @@ impl Tracker {
         *self.marks.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(marks);
     }
 
-    fn publish(&self, fetcher: &Fetcher<'_>, base: &mut Base) {
+    fn publish(&self, fetcher: &Fetcher<'_>, publisher: &mut Publisher) {
         let started = Instant::now();
         let now = now_seconds();
         let quotes = match self.quotes(fetcher) {
@@ -517,13 +519,25 @@ impl Tracker {
             registry,
             freshness,
         };
-        match publish(&self.store, &self.book, base, input) {
+        let result = publisher.publish(&self.store, &self.book, &input);
+        let written = result.as_ref().is_ok_and(|p| p.extras_written);
+        if !written {
+            // Kept for the next publish.
+            lock(&self.schedule).mark_unsaved(&input.registry);
+            lock(&self.candles).extend(input.candles);
+        }
+        self.stats
+            .held_back
+            .store(publisher.held_back().len() as u64, Ordering::Relaxed);
+        match result {
             Ok(Published {
                 version,
                 changed,
                 removed,
                 wallets,
                 positions,
+                held_back,
+                ..
             }) => {
                 self.stats.publishes.fetch_add(1, Ordering::Relaxed);
                 self.stats.last_publish_at.store(
@@ -533,7 +547,7 @@ impl Tracker {
                 let (requests, weight) = fetcher.spent();
                 let ws = &self.ws;
                 log::info!(
-                    "published data version {version}: {wallets} wallets ({changed} changed, {removed} removed), {positions} positions; registry {}, reads {} ok {} failed; websocket {} trades, {} bad messages, {} reconnects; {requests} requests, weight {weight}; {} ms",
+                    "published data version {version}: {wallets} wallets ({changed} changed, {removed} removed, {held_back} reads held back), {positions} positions; registry {}, reads {} ok {} failed; websocket {} trades, {} bad messages, {} reconnects; {requests} requests, weight {weight}; {} ms",
                     lock(&self.schedule).len(),
                     self.stats.reads_ok.load(Ordering::Relaxed),
                     self.stats.reads_failed.load(Ordering::Relaxed),
@@ -545,16 +559,10 @@ impl Tracker {
             }
             Err(e) => {
                 self.stats.publish_failures.fetch_add(1, Ordering::Relaxed);
-                log::error!(
-                    "publish not applied (the served data is unchanged): {}",
-                    e.cause
-                );
-                lock(&self.schedule).mark_unsaved(&e.registry);
-                lock(&self.candles).extend(e.candles);
+                log::error!("publish not applied (the served data is unchanged): {e}");
             }
         }
     }
-
 }
 
 /// The size class of a registry entry: by the account value of its last
