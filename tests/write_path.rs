@@ -2,13 +2,17 @@
 //!
 //! Random sequences of steps drive `track`'s book and publishes, and
 //! `scan`'s whole versions, on a real store: wallet reads (positions on one
-//! or both dexes, empty, failing, twice between publishes), publishes, whole
-//! scans, UTC day changes and crashes. After every step, what a server
-//! serves must be the same whether it loads the version whole or applies it
-//! as changes to the version it served before, and equal to what a plain
-//! oracle computes: the last observation of each wallet, the analytics
-//! folded over the reads that were published, and the aggregates of the
-//! engine over them.
+//! or both dexes, empty, failing, twice between publishes, without marks),
+//! publishes, a wallet whose rows the database refuses, a connection lost
+//! midway through a publish, whole scans, UTC day changes (with them the
+//! pruning of history past its retention), a server that misses versions
+//! (pruned meanwhile) and crashes, mid-publish too. After every step, what a
+//! server serves must be the same whether it loads the version whole or
+//! applies it as changes to the version it served before, and equal to what
+//! a plain oracle computes: the last observation of each wallet, the
+//! analytics folded over the reads that were published, the aggregates of
+//! the engine over them, the position events between consecutive published
+//! observations, and the days frozen at each UTC midnight.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -18,12 +22,18 @@ use market_engine::coverage::wallet_freshness;
 use market_engine::{materialize, Analytics, Quote, ScanInput, WalletInput};
 use market_ingest::client::{InfoSource, SourceError};
 use market_ingest::mapping;
-use market_ingest::scan::{follow_positions, observe_wallet, Fetcher, Observed};
+use market_ingest::scan::{follow_positions, observe_wallet, Fetcher, Marks, Observed};
 use market_ingest::source::MetaAndAssetCtxs;
 use market_ingest::{run_scan_at, ScanConfig, WalletEntry};
-use market_model::{Coverage, LiquidityDay, MarketSort, SortOrder, WalletSort, NETWORK_ID};
+use market_model::history::{classify, near_liquidation, Holding};
+use market_model::{
+    Coverage, Decimal, LiquidityDay, MarketPosition, MarketSort, PositionEvent, SortOrder,
+    WalletSort, NETWORK_ID,
+};
 use market_snapshot::{Snapshot, WalletOrder};
-use market_store::{PoolOptions, Store, TrackedPosition, WalletScanState};
+use market_store::{
+    EventFilter, Fault, PoolOptions, Retention, Store, TrackedPosition, WalletScanState,
+};
 use market_tracker::{Book, PublishInput, Publisher};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
@@ -72,17 +82,54 @@ struct Holdings {
 enum Step {
     /// The tracker reads a wallet that holds this now (empty: it left).
     Read(usize, Holdings),
+    /// The tracker reads a wallet before any mark is known (the race of a
+    /// restart): a read that holds positions cannot value them.
+    ReadWithoutMarks(usize, Holdings),
     /// The tracker's read of a wallet fails.
     ReadFails(usize),
     /// The tracker publishes.
     Publish,
+    /// From now on the database refuses the rows of this wallet.
+    Refuse(usize),
+    /// The database takes every row again.
+    Heal,
+    /// The tracker publishes and the connection is lost midway.
+    PublishLosesConnection,
     /// `scan` reads these wallets and writes a whole version.
     Scan(Vec<usize>),
     /// The clock moves past the next UTC midnight.
     NextDay,
+    /// The server following the store misses the next versions.
+    ServerPauses(u8),
     /// The tracker dies (`kill -9`) and starts again on a reopened store.
     Crash,
+    /// The tracker dies in the middle of a publish.
+    CrashMidPublish,
 }
+
+/// How often the runs went down each path worth testing; a run that never
+/// does cannot pass (see [`model`]).
+#[derive(Default)]
+struct Paths {
+    applied_as_changes: std::sync::atomic::AtomicU32,
+    caught_up_whole: std::sync::atomic::AtomicU32,
+    incomplete_reads: std::sync::atomic::AtomicU32,
+    held_back: std::sync::atomic::AtomicU32,
+    rebased: std::sync::atomic::AtomicU32,
+    events: std::sync::atomic::AtomicU32,
+    frozen_days: std::sync::atomic::AtomicU32,
+}
+
+fn took(path: &std::sync::atomic::AtomicU32) {
+    path.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// History kept by the store of the model: a day, so that day changes prune.
+const RETENTION: Retention = Retention {
+    points_days: 1,
+    hourly_days: 1,
+    events_days: 1,
+};
 
 fn fixed(n: i128, scale: u32) -> String {
     let p = 10i128.pow(scale);
@@ -153,11 +200,8 @@ impl World {
             .collect()
     }
 
-    fn marks() -> HashMap<String, market_model::Decimal> {
-        World::quotes()
-            .into_iter()
-            .map(|q| (q.symbol, q.price))
-            .collect()
+    fn marks() -> Marks {
+        Marks::new(&World::quotes(), Default::default())
     }
 
     fn state(&self, user: &str, dex: &str) -> Value {
@@ -245,6 +289,8 @@ struct Oracle {
     memory: HashMap<String, History>,
     /// Reads the tracker made since its last publish.
     pending: BTreeMap<String, Seen>,
+    /// Wallets whose rows the database refuses.
+    refused: std::collections::BTreeSet<String>,
     /// Whether another writer (a scan) wrote the last version: the tracker
     /// goes on from it at its next publish.
     foreign: bool,
@@ -254,12 +300,18 @@ struct Oracle {
     days: Vec<LiquidityDay>,
     /// Days frozen as `end_of_day`, by (date, symbol).
     frozen: BTreeMap<(Date, String), LiquidityDay>,
+    /// Position events within retention.
+    events: Vec<PositionEvent>,
 }
 
 impl Oracle {
     /// A read of the tracker: its analytics continue the history the
-    /// tracker remembers.
+    /// tracker remembers. A read that could not value a position is not
+    /// taken at all.
     fn read(&mut self, address: &str, obs: Observed) {
+        if !obs.is_complete() {
+            return;
+        }
         let before = self.memory.get(address);
         let (state, follow, analytics) =
             follow_positions(address, before.map(|h| &h.0), before.map(|h| &h.1), &obs);
@@ -275,67 +327,143 @@ impl Oracle {
         );
     }
 
-    /// A publish of the tracker: each read since the last one replaces the
-    /// wallet's observation, unless a later one (a scan's) is served.
-    fn publish(&mut self, at: OffsetDateTime) {
-        let rebase = std::mem::take(&mut self.foreign);
-        if rebase {
+    /// A publish of the tracker, applied when `applied` (else the connection
+    /// was lost midway): it first goes on from another writer's version
+    /// (its reads older than what that version serves are dropped), then
+    /// each read since the last publish replaces the wallet's observation,
+    /// except the reads of refused wallets, which wait.
+    fn publish(&mut self, at: OffsetDateTime, applied: bool) {
+        if std::mem::take(&mut self.foreign) {
             self.memory = self.stored.clone();
-        }
-        for (address, seen) in std::mem::take(&mut self.pending) {
-            if self
-                .served
-                .get(&address)
-                .is_some_and(|s| s.obs.observed_at >= seen.obs.observed_at)
-            {
-                continue;
+            let pending = std::mem::take(&mut self.pending);
+            for (address, seen) in pending {
+                let superseded = self
+                    .served
+                    .get(&address)
+                    .is_some_and(|s| s.obs.observed_at >= seen.obs.observed_at);
+                if !superseded {
+                    self.memory.insert(address.clone(), seen.history.clone());
+                    self.pending.insert(address, seen);
+                }
             }
-            self.memory.insert(address.clone(), seen.history.clone());
-            self.stored.insert(address.clone(), seen.history.clone());
-            self.served.insert(address, seen);
         }
+        if !applied {
+            return;
+        }
+        let refused = &self.refused;
+        let (waiting, taken): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|(a, _)| refused.contains(a));
+        self.pending = waiting;
+        let written: Vec<(String, Seen)> = taken
+            .iter()
+            .filter(|(_, s)| !s.empty())
+            .map(|(a, s)| (a.clone(), s.clone()))
+            .collect();
+        let events = self.events_of(&written, at);
+        for (address, seen) in taken {
+            self.stored.insert(address.clone(), seen.history);
+            self.served.remove(&address);
+        }
+        self.served.extend(written);
         // The tracker serves the wallets that hold something (a scan's
         // listed empty wallets included, once the tracker goes on from it).
         self.served.retain(|_, s| !s.empty());
-        self.write(at);
+        self.write(at, events);
     }
 
     /// A whole scan of `listed`: it serves exactly them (empty or not), and
     /// stores the analytics history of them only.
     fn scan(&mut self, listed: Vec<(String, Observed)>, at: OffsetDateTime) {
         let mut stored = HashMap::new();
-        let mut served = BTreeMap::new();
+        let mut written = Vec::new();
         for (address, obs) in listed {
             let before = self.stored.get(&address);
             let (state, follow, analytics) =
                 follow_positions(&address, before.map(|h| &h.0), before.map(|h| &h.1), &obs);
             stored.insert(address.clone(), (state.clone(), follow.clone()));
-            served.insert(
+            written.push((
                 address,
                 Seen {
                     obs,
                     analytics,
                     history: (state, follow),
                 },
-            );
+            ));
         }
+        let events = self.events_of(&written, at);
         self.stored = stored;
-        self.served = served;
+        self.served = written.into_iter().collect();
         self.foreign = true;
-        self.write(at);
+        self.write(at, events);
     }
 
-    /// `kill -9` of the tracker: it forgets its reads and remembers what
-    /// is stored.
+    /// `kill -9` of the tracker: it forgets its reads and remembers what is
+    /// stored; the reopened store takes every row again.
     fn crash(&mut self) {
         self.pending.clear();
         self.memory = self.stored.clone();
         self.foreign = false;
+        self.refused.clear();
     }
 
-    /// A version written at `at`: the first of a UTC day freezes the
-    /// previous version's days.
-    fn write(&mut self, at: OffsetDateTime) {
+    /// The events of writing `written` over what is served: each position
+    /// compared with the wallet's served one (a wallet not served before is
+    /// a first observation).
+    fn events_of(&self, written: &[(String, Seen)], at: OffsetDateTime) -> Vec<PositionEvent> {
+        let prices: HashMap<String, Decimal> = World::quotes()
+            .into_iter()
+            .map(|q| (q.symbol, q.price))
+            .collect();
+        let holding = |p: &MarketPosition| Holding {
+            direction: p.direction,
+            size: p.size.clone(),
+        };
+        let mut events = Vec::new();
+        for (address, seen) in written {
+            let before = self.served.get(address);
+            let by_symbol = |s: Option<&Seen>| -> BTreeMap<String, MarketPosition> {
+                s.into_iter()
+                    .flat_map(|s| s.obs.positions.iter())
+                    .map(|p| (p.symbol.clone(), p.clone()))
+                    .collect()
+            };
+            let (prev, next) = (by_symbol(before), by_symbol(Some(seen)));
+            let symbols: std::collections::BTreeSet<&String> =
+                prev.keys().chain(next.keys()).collect();
+            for symbol in symbols {
+                let (p, n) = (prev.get(symbol), next.get(symbol));
+                let near = p.is_some_and(|p| near_liquidation(&p.mark_price, p.liq_price.as_ref()));
+                let Some(kind) = classify(p.map(holding).as_ref(), n.map(holding).as_ref(), near)
+                else {
+                    continue;
+                };
+                events.push(PositionEvent {
+                    observed_at: at,
+                    address: address.clone(),
+                    label: None,
+                    tags: Vec::new(),
+                    symbol: symbol.clone(),
+                    kind,
+                    first_observation: before.is_none(),
+                    previous_direction: p.map(|p| p.direction),
+                    direction: n.map(|n| n.direction),
+                    previous_size: p.map_or_else(Decimal::zero, |p| p.size.clone()),
+                    size: n.map_or_else(Decimal::zero, |n| n.size.clone()),
+                    previous_value: p.map_or_else(Decimal::zero, |p| p.position_value.clone()),
+                    value: n.map_or_else(Decimal::zero, |n| n.position_value.clone()),
+                    price: prices[symbol].clone(),
+                    previous_liq_price: p.and_then(|p| p.liq_price.clone()),
+                });
+            }
+        }
+        events
+    }
+
+    /// A version written at `at` with `events`: the first of a UTC day
+    /// freezes the previous version's days, and history older than its
+    /// retention goes.
+    fn write(&mut self, at: OffsetDateTime, events: Vec<PositionEvent>) {
         if let Some((_, before)) = self.written {
             if before.date() < at.date() {
                 for day in &self.days {
@@ -349,6 +477,9 @@ impl Oracle {
         let version = self.written.map_or(1, |(v, _)| v + 1);
         self.written = Some((version, at));
         self.days = self.materialize().current_days;
+        self.events.extend(events);
+        let keep_from = at - Duration::days(i64::from(RETENTION.events_days));
+        self.events.retain(|e| e.observed_at >= keep_from);
     }
 
     fn materialize(&self) -> market_engine::Materialized {
@@ -445,11 +576,15 @@ struct Tracker {
     book: Mutex<Book>,
     publisher: Publisher,
     follower: Option<Snapshot>,
+    /// Checks the follower still misses.
+    paused: u8,
 }
 
 impl Tracker {
     fn start(db: TestDatabase) -> Tracker {
-        let store = Store::open(db.url(), PoolOptions::default()).unwrap();
+        let store = Store::open(db.url(), PoolOptions::default())
+            .unwrap()
+            .with_retention(RETENTION);
         let (book, base) = Book::restore(&store).unwrap();
         let mut publisher = Publisher::new(base);
         // A wallet held back is tried again at the next publish.
@@ -460,19 +595,30 @@ impl Tracker {
             book: Mutex::new(book),
             publisher,
             follower: None,
+            paused: 0,
         }
     }
 
     /// `kill -9` and a restart: the memory is gone, the store is reopened.
     fn crash(self) -> Tracker {
-        let Tracker { db, follower, .. } = self;
+        let Tracker {
+            db,
+            follower,
+            paused,
+            ..
+        } = self;
         let mut t = Tracker::start(db);
         t.follower = follower;
+        t.paused = paused;
         t
     }
 }
 
 fn read(world: &World, address: &str) -> Result<Observed, String> {
+    read_with(world, address, &World::marks())
+}
+
+fn read_with(world: &World, address: &str, marks: &Marks) -> Result<Observed, String> {
     let cfg = ScanConfig {
         retries: 0,
         weight_budget: 1_000_000,
@@ -480,29 +626,50 @@ fn read(world: &World, address: &str) -> Result<Observed, String> {
     };
     let fetcher = Fetcher::new(world, &cfg);
     let dexes: Vec<String> = DEXES.iter().map(|d| d.to_string()).collect();
-    observe_wallet(&fetcher, address, &dexes, &World::marks(), world.now())
+    observe_wallet(&fetcher, address, &dexes, marks, world.now())
 }
 
-fn run(backend: Backend, steps: &[Step]) -> Result<(), TestCaseError> {
+fn run(backend: Backend, steps: &[Step], paths: &Paths) -> Result<(), TestCaseError> {
     let world = World::new();
     let mut oracle = Oracle::default();
     let mut sut = Tracker::start(empty_database(backend));
     for (n, step) in steps.iter().enumerate() {
         world.advance(Duration::seconds(20));
         let now = world.now();
+        let publish_input = || PublishInput {
+            now,
+            quotes: World::quotes(),
+            candles: Vec::new(),
+            registry: Vec::new(),
+            freshness: wallet_freshness(now, std::iter::empty()),
+        };
         match step {
-            Step::Read(w, holdings) => {
+            Step::Read(w, holdings) | Step::ReadWithoutMarks(w, holdings) => {
                 let a = address(*w);
                 world
                     .accounts
                     .lock()
                     .unwrap()
                     .insert(a.clone(), holdings.clone());
-                let obs = read(&world, &a).map_err(TestCaseError::fail)?;
-                sut.book
-                    .lock()
-                    .unwrap()
-                    .apply_read(&a, None, Vec::new(), obs.clone());
+                let marks = match step {
+                    Step::Read(..) => World::marks(),
+                    _ => Marks::default(),
+                };
+                let obs = read_with(&world, &a, &marks).map_err(TestCaseError::fail)?;
+                let applied =
+                    sut.book
+                        .lock()
+                        .unwrap()
+                        .apply_read(&a, None, Vec::new(), obs.clone());
+                prop_assert_eq!(
+                    applied.is_ok(),
+                    obs.is_complete(),
+                    "step {}: a read is taken exactly when it valued every position",
+                    n
+                );
+                if applied.is_err() {
+                    took(&paths.incomplete_reads);
+                }
                 oracle.read(&a, obs);
             }
             Step::ReadFails(w) => {
@@ -512,20 +679,45 @@ fn run(backend: Backend, steps: &[Step]) -> Result<(), TestCaseError> {
                 prop_assert!(result.is_err(), "step {n}: the read was to fail");
             }
             Step::Publish => {
-                let input = PublishInput {
-                    now,
-                    quotes: World::quotes(),
-                    candles: Vec::new(),
-                    registry: Vec::new(),
-                    freshness: wallet_freshness(now, std::iter::empty()),
-                };
-                let published = sut.publisher.publish(&sut.store, &sut.book, &input);
+                if oracle.foreign {
+                    took(&paths.rebased);
+                }
+                let published = sut
+                    .publisher
+                    .publish(&sut.store, &sut.book, &publish_input());
+                if !sut.publisher.held_back().is_empty() {
+                    took(&paths.held_back);
+                }
                 prop_assert!(
                     published.is_ok(),
                     "step {n}: the publish was not applied: {}",
                     published.unwrap_err()
                 );
-                oracle.publish(now);
+                oracle.publish(now, true);
+            }
+            Step::Refuse(w) => {
+                sut.store.inject(Fault::Wallet(address(*w)));
+                oracle.refused.insert(address(*w));
+            }
+            Step::Heal => {
+                sut.store.clear_faults();
+                oracle.refused.clear();
+            }
+            Step::PublishLosesConnection | Step::CrashMidPublish => {
+                sut.store.inject(Fault::Unavailable);
+                let published = sut
+                    .publisher
+                    .publish(&sut.store, &sut.book, &publish_input());
+                prop_assert!(
+                    published.is_err(),
+                    "step {n}: the publish lost its connection"
+                );
+                // The fault is used up; the refused wallets stay refused.
+                oracle.publish(now, false);
+                if let Step::CrashMidPublish = step {
+                    sut = sut.crash();
+                    oracle.crash();
+                }
             }
             Step::Scan(listed) => {
                 let entries: Vec<WalletEntry> = listed
@@ -553,18 +745,19 @@ fn run(backend: Backend, steps: &[Step]) -> Result<(), TestCaseError> {
                 let next = (now.date() + Duration::days(1)).midnight().assume_utc();
                 world.advance(next - now + Duration::seconds(5));
             }
+            Step::ServerPauses(steps) => sut.paused = *steps,
             Step::Crash => {
                 sut = sut.crash();
                 oracle.crash();
             }
         }
-        check(&mut sut, &oracle, n)?;
+        check(&mut sut, &oracle, n, paths)?;
     }
     Ok(())
 }
 
 /// What the store serves now, loaded whole and as changes, against the oracle.
-fn check(sut: &mut Tracker, oracle: &Oracle, n: usize) -> Result<(), TestCaseError> {
+fn check(sut: &mut Tracker, oracle: &Oracle, n: usize, paths: &Paths) -> Result<(), TestCaseError> {
     let meta = sut.store.latest_snapshot().unwrap();
     prop_assert_eq!(
         meta.as_ref().map(|m| m.version),
@@ -574,29 +767,79 @@ fn check(sut: &mut Tracker, oracle: &Oracle, n: usize) -> Result<(), TestCaseErr
     );
     let Some(meta) = meta else { return Ok(()) };
     let whole = whole_snapshot(&sut.store, &meta).unwrap();
-    let follower = match sut.follower.take() {
-        Some(current) if current.version == meta.version => current,
-        Some(current) => match changed_snapshot(&sut.store, &current, &meta).unwrap() {
-            Some((next, _)) => next,
-            None => whole_snapshot(&sut.store, &meta).unwrap(),
-        },
-        None => whole_snapshot(&sut.store, &meta).unwrap(),
-    };
     let expected = oracle.snapshot().expect("a version was written");
-    same(
-        &served(&whole, true),
-        &served(&follower, true),
-        &format!(
-            "step {n}: version {} applied as changes (right) differs from loading it whole (left)",
-            meta.version
-        ),
-    )?;
     same(
         &served(&expected, false),
         &served(&whole, false),
         &format!("step {n}: the served data (right) differs from the oracle's (left)"),
     )?;
-    sut.follower = Some(follower);
+    if sut.paused > 0 {
+        sut.paused -= 1;
+    } else {
+        // A server that missed versions catches up by their changes, or
+        // whole when the version it serves was pruned meanwhile.
+        let follower = match sut.follower.take() {
+            Some(current) if current.version == meta.version => current,
+            Some(current) => match changed_snapshot(&sut.store, &current, &meta).unwrap() {
+                Some((next, _)) => {
+                    took(&paths.applied_as_changes);
+                    next
+                }
+                None => {
+                    if meta.version > current.version + 1 {
+                        took(&paths.caught_up_whole);
+                    }
+                    whole_snapshot(&sut.store, &meta).unwrap()
+                }
+            },
+            None => whole_snapshot(&sut.store, &meta).unwrap(),
+        };
+        same(
+            &served(&whole, true),
+            &served(&follower, true),
+            &format!(
+                "step {n}: version {} applied as changes (right) differs from loading it whole (left)",
+                meta.version
+            ),
+        )?;
+        sut.follower = Some(follower);
+    }
+    let stored: Vec<Value> = sut
+        .store
+        .events(&EventFilter::default(), None, 100_000)
+        .unwrap()
+        .into_iter()
+        .map(|e| serde_json::from_str(&e.json).unwrap())
+        .collect();
+    let events = |mut list: Vec<Value>| {
+        list.sort_by_key(|e| {
+            (
+                e["observedAt"].as_str().unwrap().to_owned(),
+                e["address"].as_str().unwrap().to_owned(),
+                e["symbol"].as_str().unwrap().to_owned(),
+            )
+        });
+        list.iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let expected_events = oracle
+        .events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    if !oracle.events.is_empty() {
+        took(&paths.events);
+    }
+    if !oracle.frozen.is_empty() {
+        took(&paths.frozen_days);
+    }
+    same(
+        &events(expected_events),
+        &events(stored),
+        &format!("step {n}: the position events (right) differ from the oracle's (left)"),
+    )?;
     let frozen = sut
         .store
         .liquidity_history(
@@ -662,13 +905,19 @@ fn holdings() -> impl Strategy<Value = Holdings> {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        6 => (0..POOL, holdings()).prop_map(|(w, h)| Step::Read(w, h)),
+        12 => (0..POOL, holdings()).prop_map(|(w, h)| Step::Read(w, h)),
+        2 => (0..POOL, holdings()).prop_map(|(w, h)| Step::ReadWithoutMarks(w, h)),
         1 => (0..POOL).prop_map(Step::ReadFails),
-        4 => Just(Step::Publish),
-        1 => prop::collection::btree_set(0..POOL, 0..=POOL)
+        8 => Just(Step::Publish),
+        1 => (0..POOL).prop_map(Step::Refuse),
+        1 => Just(Step::Heal),
+        1 => Just(Step::PublishLosesConnection),
+        2 => prop::collection::btree_set(0..POOL, 0..=POOL)
             .prop_map(|l| Step::Scan(l.into_iter().collect())),
-        1 => Just(Step::NextDay),
+        2 => Just(Step::NextDay),
+        2 => (2u8..5).prop_map(Step::ServerPauses),
         1 => Just(Step::Crash),
+        1 => Just(Step::CrashMidPublish),
     ]
 }
 
@@ -690,11 +939,32 @@ fn model(backend: Backend, cases: u32) {
         ..Config::default()
     };
     let mut runner = TestRunner::new(config);
-    let result = runner.run(&prop::collection::vec(step(), 1..40), |steps| {
-        run(backend, &steps)
+    let paths = Paths::default();
+    let result = runner.run(&prop::collection::vec(step(), 1..50), |steps| {
+        run(backend, &steps, &paths)
     });
     if let Err(e) = result {
         panic!("{e}");
+    }
+    let p = &paths;
+    for (path, n) in [
+        ("a version applied as changes", &p.applied_as_changes),
+        (
+            "a server catching up whole over pruned versions",
+            &p.caught_up_whole,
+        ),
+        ("a read refused for want of marks", &p.incomplete_reads),
+        ("a wallet held back", &p.held_back),
+        ("a tracker going on from a scan", &p.rebased),
+        ("position events", &p.events),
+        ("days frozen at midnight", &p.frozen_days),
+    ] {
+        let n = n.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            n > 0,
+            "no case went through {path}: the model tests less than it says"
+        );
+        eprintln!("write path model: {path}: {n} steps");
     }
 }
 

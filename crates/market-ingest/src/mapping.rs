@@ -34,6 +34,11 @@ pub fn quote(meta: &AssetMeta, ctx: &AssetCtx) -> Quote {
 /// uPnl = unrealizedPnl, uPnlPct = returnOnEquity × 100, margin = marginUsed,
 /// leverage = leverage.value, fundingCost = cumFunding.sinceOpen (positive:
 /// the wallet paid funding), markPrice = the asset's markPx in the same scan.
+///
+/// Two members the exchange has not always sent have fallbacks: without
+/// `returnOnEquity`, uPnlPct = unrealizedPnl / marginUsed × 100 (the same
+/// ratio, to 4 decimals; 0 without margin); without `cumFunding`,
+/// fundingCost is 0 (none known).
 pub fn position(
     p: &Position,
     address: &str,
@@ -48,6 +53,12 @@ pub fn position(
     } else {
         Direction::Short
     };
+    let u_pnl_pct = match &p.return_on_equity {
+        Some(roe) => normalize_scale(&roe.0 * BigDecimal::from(100)),
+        None if p.margin_used.0.is_zero() => BigDecimal::zero(),
+        None => (&p.unrealized_pnl.0 * BigDecimal::from(100) / &p.margin_used.0)
+            .with_scale_round(4, RoundingMode::HalfUp),
+    };
     Some(MarketPosition {
         address: address.to_owned(),
         label: None,
@@ -61,13 +72,14 @@ pub fn position(
         size: Decimal(p.szi.0.abs()),
         size_unit: p.coin.clone(),
         u_pnl: p.unrealized_pnl.clone(),
-        u_pnl_pct: Decimal(normalize_scale(
-            &p.return_on_equity.0 * BigDecimal::from(100),
-        )),
+        u_pnl_pct: Decimal(u_pnl_pct),
         entry_price: p.entry_px.clone(),
         mark_price: mark_price.clone(),
         margin: p.margin_used.clone(),
-        funding_cost: p.cum_funding.since_open.clone(),
+        funding_cost: p
+            .cum_funding
+            .as_ref()
+            .map_or_else(Decimal::zero, |f| f.since_open.clone()),
     })
 }
 
@@ -135,5 +147,24 @@ mod tests {
             .filter(|p| p.liq_price.is_none())
             .count();
         assert_eq!(nulls, mapped_nulls, "null liquidation prices stay null");
+    }
+
+    #[test]
+    fn members_the_exchange_may_omit_have_fallbacks() {
+        let mut state: serde_json::Value =
+            serde_json::from_str(&fixture("clearinghouseState.main.json")).unwrap();
+        let p = state["assetPositions"][0]["position"]
+            .as_object_mut()
+            .unwrap();
+        p.remove("cumFunding");
+        p.remove("returnOnEquity");
+        let state: ClearinghouseState = serde_json::from_value(state).unwrap();
+        let mark: Decimal = "34.81".parse().unwrap();
+        let t = OffsetDateTime::UNIX_EPOCH;
+        let long = position(&state.asset_positions[0].position, "0xabc", &mark, t).unwrap();
+        assert_eq!(long.funding_cost.to_string(), "0");
+        // 520.65 / 1440.09 × 100, to 4 decimals (the exchange said 0.361542).
+        assert_eq!(long.u_pnl_pct.to_string(), "36.1540");
+        assert_eq!(long.size.to_string(), "413.68", "the rest is as sent");
     }
 }

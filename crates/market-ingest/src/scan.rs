@@ -1,7 +1,7 @@
 //! One scan: market context, candles and every listed wallet, written as one
 //! atomic data version.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bigdecimal::Zero;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -23,7 +23,9 @@ use time::OffsetDateTime;
 use crate::client::{InfoSource, SourceError};
 use crate::limiter::WeightLimiter;
 use crate::mapping;
-use crate::source::{ClearinghouseState, MetaAndAssetCtxs, PerpDex, SourceCandle};
+use crate::source::{
+    audit_state, ClearinghouseState, FieldCase, MetaAndAssetCtxs, PerpDex, SourceCandle,
+};
 
 /// Request weight of `clearinghouseState`.
 pub const WEIGHT_CLEARINGHOUSE: u32 = 2;
@@ -72,6 +74,28 @@ pub struct IngestCounters {
     pub wallets_failed: AtomicU64,
     /// Unix time of the last data version a scan wrote; 0 before the first.
     pub last_version_at: AtomicI64,
+    /// Account states that varied from the documented format without being
+    /// refused, by case and member path (`missing`, `position.cumFunding`).
+    pub field_cases: Mutex<BTreeMap<(FieldCase, String), u64>>,
+}
+
+impl IngestCounters {
+    /// Counts a member that varied from the documented format; the first of
+    /// each kind is logged.
+    pub fn field_case(&self, case: FieldCase, path: String) {
+        let mut cases = self.field_cases.lock().unwrap_or_else(|p| p.into_inner());
+        if !cases.contains_key(&(case, path.clone())) {
+            log::warn!(
+                "an account state has a {} member `{path}`: {} (logged once; counted on /metrics)",
+                case.as_str(),
+                match case {
+                    FieldCase::Unknown => "ignored",
+                    FieldCase::Missing => "its documented fallback is used",
+                }
+            );
+        }
+        *cases.entry((case, path)).or_insert(0) += 1;
+    }
 }
 
 impl Default for ScanConfig {
@@ -304,6 +328,47 @@ pub struct Observed {
     pub observed_at: OffsetDateTime,
     /// The dexes (by name, `""` the main dex) that held equity or a position.
     pub active_dexes: Vec<String>,
+    /// Coins of positions that could not be valued: no mark is known for
+    /// them (an asset listed since the marks were read, or marks not loaded
+    /// yet). A read with any is incomplete: it must not be taken for the
+    /// wallet's holdings, or its positions would look closed.
+    pub unvalued: Vec<String>,
+}
+
+impl Observed {
+    /// Whether every position read was valued (see [`Observed::unvalued`]).
+    pub fn is_complete(&self) -> bool {
+        self.unvalued.is_empty()
+    }
+}
+
+/// What a read needs to value positions: the mark price of every listed
+/// asset, and the assets the exchange lists as delisted (positions in those
+/// are left out on purpose: no market serves them).
+#[derive(Clone, Debug, Default)]
+pub struct Marks {
+    /// Mark price by coin.
+    pub prices: HashMap<String, Decimal>,
+    /// Delisted coins.
+    pub delisted: HashSet<String>,
+}
+
+impl Marks {
+    /// The marks of `quotes`, and `delisted`.
+    pub fn new(quotes: &[Quote], delisted: HashSet<String>) -> Marks {
+        Marks {
+            prices: quotes
+                .iter()
+                .map(|q| (q.symbol.clone(), q.price.clone()))
+                .collect(),
+            delisted,
+        }
+    }
+
+    /// Whether no mark is known.
+    pub fn is_empty(&self) -> bool {
+        self.prices.is_empty()
+    }
 }
 
 fn ms_to_time(ms: i64) -> OffsetDateTime {
@@ -356,19 +421,28 @@ pub enum CandleError {
     Store(#[from] market_store::StoreError),
 }
 
+/// What [`fetch_new_candles`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CandleFetch {
+    /// The stored candles reach the current hour: nothing was requested.
+    UpToDate,
+    /// The candles the source returned (none, when it has no new one).
+    Fetched(Vec<Candle>),
+}
+
 /// Fetches the 1h candles of `symbol` that are new since the newest stored
-/// one (the first fetch backfills what the source keeps). `None` when the
-/// stored candles already reach the current hour or the source has none.
+/// one (the first fetch backfills what the source keeps).
 pub fn fetch_new_candles(
     fetcher: &Fetcher<'_>,
     store: &Store,
     symbol: &str,
     now: OffsetDateTime,
-) -> Result<Option<Vec<Candle>>, CandleError> {
+) -> Result<CandleFetch, CandleError> {
     let current_hour = period_start(Interval::H1, epoch_ms(now));
     let last = store.latest_candle_time(symbol, Interval::H1)?;
     if last.is_some_and(|t| t >= current_hour) {
-        return Ok(None); // up to date: the in-progress hour is refreshed when the next begins
+        // The in-progress hour is refreshed when the next one begins.
+        return Ok(CandleFetch::UpToDate);
     }
     let start = last.unwrap_or(current_hour - SOURCE_CANDLE_HISTORY * HOUR_MS);
     let body = json!({"type": "candleSnapshot", "req": {"coin": symbol, "interval": "1h", "startTime": start, "endTime": epoch_ms(now)}});
@@ -382,7 +456,7 @@ pub fn fetch_new_candles(
         .collect();
     candles.sort_by_key(|c| c.time);
     candles.dedup_by_key(|c| c.time);
-    Ok((!candles.is_empty()).then_some(candles))
+    Ok(CandleFetch::Fetched(candles))
 }
 
 /// Runs one scan and writes it as a new data version. Nothing is written
@@ -421,6 +495,7 @@ pub fn run_scan_at(
         .chain(dexs.into_iter().flatten().map(|d| d.name))
         .collect();
     let mut quotes: Vec<Quote> = Vec::new();
+    let mut delisted = HashSet::new();
     for dex in &dex_names {
         let (meta, ctxs): MetaAndAssetCtxs = fetcher
             .typed(
@@ -436,15 +511,14 @@ pub fn run_scan_at(
             )));
         }
         for (asset, ctx) in meta.universe.iter().zip(&ctxs) {
-            if asset.is_delisted != Some(true) {
+            if asset.is_delisted == Some(true) {
+                delisted.insert(asset.name.clone());
+            } else {
                 quotes.push(mapping::quote(asset, ctx));
             }
         }
     }
-    let marks: HashMap<String, Decimal> = quotes
-        .iter()
-        .map(|q| (q.symbol.clone(), q.price.clone()))
-        .collect();
+    let marks = Marks::new(&quotes, delisted);
 
     // 2. Every wallet on every dex, concurrently within the weight budget.
     let next = AtomicUsize::new(0);
@@ -459,7 +533,12 @@ pub fn run_scan_at(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(entry) = wallets.get(i) else { return };
-                let result = observe_wallet(&fetcher, &entry.address, &dex_names, &marks, now);
+                let result = observe_wallet(&fetcher, &entry.address, &dex_names, &marks, now)
+                    .and_then(|obs| match obs.is_complete() {
+                        true => Ok(obs),
+                        // Taking it would close the positions it could not value.
+                        false => Err(format!("positions in unknown assets {:?}", obs.unvalued)),
+                    });
                 let counted = match &result {
                     Ok(_) => &cfg.counters.wallets_ok,
                     Err(_) => &cfg.counters.wallets_failed,
@@ -497,8 +576,10 @@ pub fn run_scan_at(
     let mut candle_failures = 0;
     for q in &quotes {
         match fetch_new_candles(&fetcher, store, &q.symbol, now) {
-            Ok(Some(candles)) => candle_sets.push((q.symbol.clone(), candles)),
-            Ok(None) => {}
+            Ok(CandleFetch::Fetched(candles)) if !candles.is_empty() => {
+                candle_sets.push((q.symbol.clone(), candles))
+            }
+            Ok(_) => {}
             Err(CandleError::Store(e)) => return Err(e.into()),
             Err(CandleError::Source(e)) => {
                 candle_failures += 1;
@@ -582,7 +663,7 @@ pub fn run_scan_at(
                                 .get(entry.address.as_str())
                                 .into_iter()
                                 .flatten()
-                                .filter(|p| marks.contains_key(&p.symbol))
+                                .filter(|p| marks.prices.contains_key(&p.symbol))
                                 .map(|&p| p.clone()),
                         );
                         let mut state = states.get(&entry.address).cloned().unwrap_or_default();
@@ -737,12 +818,13 @@ pub fn follow_positions(
 }
 
 /// Reads `address` on each dex of `dexs`, one after another; fails when
-/// any of them fails. Positions in assets without a mark in `marks` are skipped.
+/// any of them fails. Positions in delisted assets are left out; positions
+/// in assets without a mark are listed in [`Observed::unvalued`].
 pub fn observe_wallet(
     fetcher: &Fetcher<'_>,
     address: &str,
     dexs: &[String],
-    marks: &HashMap<String, Decimal>,
+    marks: &Marks,
     scan_time: OffsetDateTime,
 ) -> Result<Observed, String> {
     let mut account_value = bigdecimal::BigDecimal::from(0);
@@ -750,11 +832,16 @@ pub fn observe_wallet(
     let mut seen = HashSet::new();
     let mut latest_ms: Option<i64> = None;
     let mut active_dexes = Vec::new();
+    let mut unvalued = Vec::new();
     for dex in dexs {
         let body = json!({"type": "clearinghouseState", "user": address, "dex": dex});
-        let state: ClearinghouseState = fetcher
-            .typed(&body, WEIGHT_CLEARINGHOUSE)
+        let value = fetcher
+            .call(&body, WEIGHT_CLEARINGHOUSE)
             .map_err(|e| format!("dex {dex:?}: {e}"))?;
+        let counters = &fetcher.cfg.counters;
+        audit_state(&value, &mut |case, path| counters.field_case(case, path));
+        let state: ClearinghouseState = serde_json::from_value(value)
+            .map_err(|e| format!("dex {dex:?}: the account state is refused: {e}"))?;
         if !state.margin_summary.account_value.0.is_zero() || !state.asset_positions.is_empty() {
             active_dexes.push(dex.clone());
         }
@@ -762,16 +849,14 @@ pub fn observe_wallet(
         latest_ms = latest_ms.max(state.time);
         let observed_at = state.time.map_or(scan_time, ms_to_time);
         for ap in &state.asset_positions {
-            let Some(mark) = marks.get(&ap.position.coin) else {
-                log::debug!(
-                    "{address}: position in unknown or delisted asset {}",
-                    ap.position.coin
-                );
-                continue;
-            };
-            if !seen.insert(ap.position.coin.clone()) {
+            let coin = &ap.position.coin;
+            if !seen.insert(coin.clone()) || marks.delisted.contains(coin) {
                 continue;
             }
+            let Some(mark) = marks.prices.get(coin) else {
+                unvalued.push(coin.clone());
+                continue;
+            };
             positions.extend(mapping::position(&ap.position, address, mark, observed_at));
         }
     }
@@ -784,6 +869,7 @@ pub fn observe_wallet(
         positions,
         observed_at,
         active_dexes,
+        unvalued,
     })
 }
 

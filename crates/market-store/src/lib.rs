@@ -320,10 +320,11 @@ pub struct Store {
 #[cfg(feature = "test-support")]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// Every publish that writes this wallet (its rows or its scan state) fails.
+    /// Every publish that writes this wallet's rows or scan state fails, as
+    /// if the database refused one of them (closing its rows still works).
     Wallet(String),
-    /// The next publish fails (the fault is then used up).
-    Once,
+    /// The next publish loses its connection midway (the fault is then used up).
+    Unavailable,
 }
 
 impl std::fmt::Debug for Store {
@@ -407,9 +408,11 @@ impl Store {
     #[cfg(feature = "test-support")]
     pub(crate) fn injected_fault(&self, writes: impl Fn(&str) -> bool) -> Result<(), StoreError> {
         let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = faults.iter().position(|f| *f == Fault::Once) {
+        if let Some(i) = faults.iter().position(|f| *f == Fault::Unavailable) {
             faults.remove(i);
-            return Err(StoreError::Injected("the publish failed midway".into()));
+            return Err(StoreError::Unavailable(
+                "injected fault: the connection was lost midway".into(),
+            ));
         }
         match faults.iter().find_map(|f| match f {
             Fault::Wallet(a) if writes(a) => Some(a.clone()),

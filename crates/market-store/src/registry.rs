@@ -235,103 +235,128 @@ impl Store {
     pub fn publish(&self, p: &PublishWrite<'_>, progress: Progress<'_>) -> Result<i64, StoreError> {
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
-        conn.transaction(|conn| {
-            let latest: Option<i64> = snapshots::table
-                .select(diesel::dsl::max(snapshots::version))
-                .first(conn)?;
-            if latest.unwrap_or(0) != p.base_version {
-                return Err(StoreError::Conflict {
-                    expected: p.base_version,
-                    found: latest,
-                });
-            }
-            write_days_and_candles(conn, p.frozen_days, p.candles, progress)?;
-            let version = insert_version(
-                conn,
-                &VersionHeader {
-                    source: p.source,
-                    observed_at: p.observed_at,
-                    markets: p.markets,
-                    cohorts: p.cohorts,
-                    current_days: p.current_days,
-                    wallet_count: p.wallet_count,
-                    position_count: p.position_count,
-                },
-                progress,
-            )?;
-            // Recorded against the rows still open: the previous observation.
-            crate::history::record(
-                conn,
-                self.retention(),
-                &crate::history::Observation {
-                    observed_at: p.observed_at,
-                    markets: p.markets,
-                    cohorts: p.cohorts,
-                    wallets: p.changed_wallets,
-                    positions: p.changed_positions,
-                    full: false,
-                    events: true,
-                },
-            )?;
-            let touched: Vec<&str> = p
-                .changed_wallets
-                .iter()
-                .map(|w| w.address.as_str())
-                .chain(p.removed_wallets.iter().map(String::as_str))
-                .collect();
-            for chunk in touched.chunks(ADDRESS_CHUNK) {
-                diesel::update(
-                    wallets::table
-                        .filter(wallets::valid_to.is_null())
-                        .filter(wallets::address.eq_any(chunk)),
-                )
-                .set(wallets::valid_to.eq(version))
+        conn.transaction(|conn| self.write_publish(conn, p, progress))
+    }
+
+    /// Runs every write of [`Store::publish`] and rolls them back: whether
+    /// the database would take this publish, and if not why, with nothing
+    /// changed either way.
+    pub fn try_publish(&self, p: &PublishWrite<'_>) -> Result<(), StoreError> {
+        let mut pooled = self.conn()?;
+        let conn: &mut DbConnection = &mut pooled;
+        let result = conn.transaction(|conn| {
+            self.write_publish(conn, p, &mut |_, _, _| {})?;
+            Err::<(), _>(StoreError::Query(
+                diesel::result::Error::RollbackTransaction,
+            ))
+        });
+        match result {
+            Err(StoreError::Query(diesel::result::Error::RollbackTransaction)) => Ok(()),
+            other => other,
+        }
+    }
+
+    fn write_publish(
+        &self,
+        conn: &mut DbConnection,
+        p: &PublishWrite<'_>,
+        progress: Progress<'_>,
+    ) -> Result<i64, StoreError> {
+        let latest: Option<i64> = snapshots::table
+            .select(diesel::dsl::max(snapshots::version))
+            .first(conn)?;
+        if latest.unwrap_or(0) != p.base_version {
+            return Err(StoreError::Conflict {
+                expected: p.base_version,
+                found: latest,
+            });
+        }
+        write_days_and_candles(conn, p.frozen_days, p.candles, progress)?;
+        let version = insert_version(
+            conn,
+            &VersionHeader {
+                source: p.source,
+                observed_at: p.observed_at,
+                markets: p.markets,
+                cohorts: p.cohorts,
+                current_days: p.current_days,
+                wallet_count: p.wallet_count,
+                position_count: p.position_count,
+            },
+            progress,
+        )?;
+        // Recorded against the rows still open: the previous observation.
+        crate::history::record(
+            conn,
+            self.retention(),
+            &crate::history::Observation {
+                observed_at: p.observed_at,
+                markets: p.markets,
+                cohorts: p.cohorts,
+                wallets: p.changed_wallets,
+                positions: p.changed_positions,
+                full: false,
+                events: true,
+            },
+        )?;
+        let touched: Vec<&str> = p
+            .changed_wallets
+            .iter()
+            .map(|w| w.address.as_str())
+            .chain(p.removed_wallets.iter().map(String::as_str))
+            .collect();
+        for chunk in touched.chunks(ADDRESS_CHUNK) {
+            diesel::update(
+                wallets::table
+                    .filter(wallets::valid_to.is_null())
+                    .filter(wallets::address.eq_any(chunk)),
+            )
+            .set(wallets::valid_to.eq(version))
+            .execute(conn)?;
+            diesel::update(
+                positions::table
+                    .filter(positions::valid_to.is_null())
+                    .filter(positions::address.eq_any(chunk)),
+            )
+            .set(positions::valid_to.eq(version))
+            .execute(conn)?;
+        }
+        // Scan states are replaced by wallet, for every wallet read:
+        // served, empty (not served) or removed alike.
+        let read: Vec<&str> = p.wallet_states.iter().map(|s| s.address.as_str()).collect();
+        for chunk in read.chunks(ADDRESS_CHUNK) {
+            diesel::delete(scanned_wallets::table.filter(scanned_wallets::address.eq_any(chunk)))
                 .execute(conn)?;
-                diesel::update(
-                    positions::table
-                        .filter(positions::valid_to.is_null())
-                        .filter(positions::address.eq_any(chunk)),
-                )
-                .set(positions::valid_to.eq(version))
-                .execute(conn)?;
-            }
-            // Scan states are replaced by wallet, for every wallet read:
-            // served, empty (not served) or removed alike.
-            let read: Vec<&str> = p.wallet_states.iter().map(|s| s.address.as_str()).collect();
-            for chunk in read.chunks(ADDRESS_CHUNK) {
-                diesel::delete(
-                    scanned_wallets::table.filter(scanned_wallets::address.eq_any(chunk)),
-                )
-                .execute(conn)?;
-                diesel::delete(
-                    tracked_positions::table.filter(tracked_positions::address.eq_any(chunk)),
-                )
-                .execute(conn)?;
-            }
-            #[cfg(feature = "test-support")]
-            self.injected_fault(|a| touched.contains(&a) || read.contains(&a))?;
-            insert_wallet_rows(
-                conn,
-                version,
-                p.changed_wallets,
-                p.changed_positions,
-                progress,
-            )?;
-            insert_wallet_states(conn, p.wallet_states, progress)?;
-            insert_tracked(conn, p.tracked, progress)?;
-            upsert_registry(conn, p.registry)?;
-            let body = serde_json::to_string(p.freshness).expect("model types serialize");
-            let coverage = serde_json::to_string(p.coverage).expect("model types serialize");
-            diesel::insert_into(version_freshness::table)
-                .values((
-                    version_freshness::version.eq(version),
-                    version_freshness::body.eq(body),
-                    version_freshness::coverage.eq(Some(coverage)),
-                ))
-                .execute(conn)?;
-            prune_before(conn, version - 1)?;
-            Ok(version)
-        })
+            diesel::delete(
+                tracked_positions::table.filter(tracked_positions::address.eq_any(chunk)),
+            )
+            .execute(conn)?;
+        }
+        #[cfg(feature = "test-support")]
+        self.injected_fault(|a| {
+            read.contains(&a) || p.changed_wallets.iter().any(|w| w.address == a)
+        })?;
+        insert_wallet_rows(
+            conn,
+            version,
+            p.changed_wallets,
+            p.changed_positions,
+            progress,
+        )?;
+        insert_wallet_states(conn, p.wallet_states, progress)?;
+        insert_tracked(conn, p.tracked, progress)?;
+        upsert_registry(conn, p.registry)?;
+        let body = serde_json::to_string(p.freshness).expect("model types serialize");
+        let coverage = serde_json::to_string(p.coverage).expect("model types serialize");
+        diesel::insert_into(version_freshness::table)
+            .values((
+                version_freshness::version.eq(version),
+                version_freshness::body.eq(body),
+                version_freshness::coverage.eq(Some(coverage)),
+            ))
+            .execute(conn)?;
+        prune_before(conn, version - 1)?;
+        Ok(version)
     }
 }
 

@@ -89,7 +89,16 @@ pub fn fetch_leaderboard(url: &str, timeout: Duration) -> Result<Leaderboard, St
     parse_leaderboard(&body)
 }
 
+/// Whether `coin` names a spot market: `@107` (a spot pair by index) or
+/// `PURR/USDC`. Perp coins are `BTC` on the main dex and `xyz:TSLA` on a
+/// HIP-3 dex. A spot trade says nothing of a wallet's perp positions, so it
+/// never makes an address a perp wallet nor a read due.
+pub fn is_spot_coin(coin: &str) -> bool {
+    coin.starts_with('@') || coin.contains('/')
+}
+
 /// A trade's two sides as discoveries, from its coin, price, size and users.
+/// A spot trade ([`is_spot_coin`]) gives none.
 pub fn trade_discoveries(
     coin: &str,
     px: &str,
@@ -98,6 +107,9 @@ pub fn trade_discoveries(
     users: &[&str],
     source: DiscoverySource,
 ) -> Option<Vec<Discovery>> {
+    if is_spot_coin(coin) {
+        return Some(Vec::new());
+    }
     let px = BigDecimal::from_str(px).ok()?;
     let sz = BigDecimal::from_str(sz).ok()?;
     let notional = (px * sz).abs().to_f64()?;
@@ -170,6 +182,8 @@ pub struct NodeTradesFollower {
     partial: HashMap<PathBuf, Vec<u8>>,
     /// Lines that were not a trade.
     pub bad_lines: u64,
+    /// Spot trades (skipped: they discover no perp wallet).
+    pub spot_trades: u64,
 }
 
 impl NodeTradesFollower {
@@ -180,6 +194,7 @@ impl NodeTradesFollower {
             offsets: HashMap::new(),
             partial: HashMap::new(),
             bad_lines: 0,
+            spot_trades: 0,
         };
         for path in files_under(dir) {
             let len = std::fs::metadata(&path).map_or(0, |m| m.len());
@@ -219,6 +234,7 @@ impl NodeTradesFollower {
                     continue;
                 }
                 match parse_node_trade(line, now) {
+                    Some(d) if d.is_empty() => self.spot_trades += 1,
                     Some(d) => out.extend(d),
                     None => self.bad_lines += 1,
                 }
@@ -292,6 +308,21 @@ mod tests {
                && *at == datetime!(2026-11-23 11:59:58.25 UTC))
         );
         assert!(parse_node_trade("{\"coin\":\"BTC\"}", NOW).is_none());
+    }
+
+    #[test]
+    fn spot_trades_discover_no_perp_wallet() {
+        for coin in ["@107", "PURR/USDC"] {
+            let line = format!(
+                r#"{{"coin":"{coin}","side":"A","time":"2026-11-23T11:59:58.250","px":"0.1955","sz":"500.0","hash":"0xab","trade_dir_override":"Na","side_info":[{{"user":"{A}","start_pos":"0","oid":1,"twap_id":null,"cloid":null}},{{"user":"{B}","start_pos":"5","oid":2,"twap_id":null,"cloid":null}}]}}"#
+            );
+            assert_eq!(
+                parse_node_trade(&line, NOW).map(|d| d.len()),
+                Some(0),
+                "{coin}"
+            );
+        }
+        assert!(!is_spot_coin("xyz:TSLA") && !is_spot_coin("BTC") && !is_spot_coin("kPEPE"));
     }
 
     #[test]

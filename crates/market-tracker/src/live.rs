@@ -30,6 +30,14 @@ impl LiveWallet {
     }
 }
 
+/// A read refused because it could not value every position.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("positions in assets without a mark: {coins:?}")]
+pub struct Incomplete {
+    /// The coins it could not value.
+    pub coins: Vec<String>,
+}
+
 /// A wallet read since the last publish.
 #[derive(Clone, Debug)]
 pub(crate) struct Pending {
@@ -128,14 +136,22 @@ impl Book {
     }
 
     /// Applies a read of `address`: follows its positions (events and
-    /// analytics), and keeps the observation for the next publish.
+    /// analytics), and keeps the observation for the next publish. A read
+    /// that could not value every position is refused whole (it would close
+    /// the positions it lacks, invent realized PnL and serve the wallet
+    /// without them): the book keeps what it knew.
     pub fn apply_read(
         &mut self,
         address: &str,
         label: Option<String>,
         tags: Vec<String>,
         obs: Observed,
-    ) {
+    ) -> Result<(), Incomplete> {
+        if !obs.is_complete() {
+            return Err(Incomplete {
+                coins: obs.unvalued,
+            });
+        }
         let (state, follow, analytics) = follow_positions(
             address,
             self.states.get(address),
@@ -174,6 +190,7 @@ impl Book {
                 positions: obs.positions,
             },
         );
+        Ok(())
     }
 
     /// Wallets read since the last publish.

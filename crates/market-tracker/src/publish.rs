@@ -13,9 +13,10 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Mutex;
 
 use market_engine::coverage::network_coverage;
-use market_engine::{materialize, AggregateError, Quote, ScanInput};
+use market_engine::{materialize, AggregateError, Materialized, Quote, ScanInput};
 use market_model::{
-    Candle, Coverage, Interval, LiquidityDay, MarketPosition, WalletFreshness, NETWORK_ID,
+    Candle, Coverage, Interval, LiquidityDay, MarketPosition, NetworkCoverage, Wallet,
+    WalletFreshness, NETWORK_ID,
 };
 use market_store::{
     CandleBatch, PublishWrite, RegistryEntry, Store, StoreError, TrackedPosition, WalletScanState,
@@ -126,10 +127,6 @@ impl AttemptError {
     }
 }
 
-/// What one attempt wrote: its counts, the base it makes, and the reads it
-/// published.
-type Written = (Published, Base, Vec<(String, u64, LiveWallet)>);
-
 impl Publisher {
     /// A publisher whose next publish goes on from `base`.
     pub fn new(base: Base) -> Publisher {
@@ -182,133 +179,247 @@ impl Publisher {
             .filter(|a| self.held_back.get(*a).is_none_or(|h| h.until <= input.now))
             .cloned()
             .collect();
-        let mut extras = true;
-        loop {
-            let error = match self.attempt(store, book, &include, extras, input) {
-                Ok((mut published, base, written)) => {
-                    for (address, _, _) in &written {
-                        self.held_back.remove(address);
-                    }
-                    lock(book).published(written);
-                    self.base = base;
-                    published.held_back = lock(book).pending.len();
-                    return Ok(published);
-                }
-                Err(e) if !e.is_data() => return Err(fail(e.to_string())),
-                Err(e) => e,
+        let error = match self.attempt(store, book, &include, true, input, true) {
+            Ok(published) => return Ok(published),
+            Err(e) if !e.is_data() => return Err(fail(e.to_string())),
+            Err(e) => e,
+        };
+        // The database refused this version for what it writes: find the
+        // wallets it refuses by trying halves of the reads (rolled back),
+        // hold them back, and publish the rest.
+        log::warn!(
+            "publish refused ({error}): looking for the wallets at fault among {}",
+            include.len()
+        );
+        for (address, cause) in self.refused_wallets(store, book, &include, input) {
+            let failures = self.held_back.get(&address).map_or(1, |h| h.failures + 1);
+            let wait = self.retry_after * 2i32.pow(failures.min(16) - 1);
+            let held = HeldBack {
+                until: input.now + wait.min(MAX_HOLD),
+                failures,
+                cause,
             };
-            if include.len() > 1 {
-                // Halve the reads until the one the database refuses is alone.
-                let keep = include.len() / 2;
-                let rest = include.split_off(&include.iter().nth(keep).expect("len > 1").clone());
-                log::warn!(
-                    "publish refused ({error}): trying {} of {} wallets",
-                    include.len(),
-                    include.len() + rest.len()
-                );
-            } else if let Some(address) = include.pop_first() {
-                let failures = self.held_back.get(&address).map_or(1, |h| h.failures + 1);
-                let wait = self.retry_after * 2i32.pow(failures.min(16) - 1);
-                let held = HeldBack {
-                    until: input.now + wait.min(MAX_HOLD),
-                    failures,
-                    cause: error.to_string(),
-                };
-                log::error!(
-                    "wallet {address} held back from publishing (it stays as last published; tried again at {}): {error}",
-                    held.until
-                );
-                self.held_back.insert(address, held);
-            } else if extras {
-                log::warn!("publish refused without any wallet ({error}): trying without candles and registry entries");
-                extras = false;
-            } else {
-                return Err(fail(error.to_string()));
+            log::error!(
+                "wallet {address} held back from publishing (it stays as last published; tried again at {}): {}",
+                held.until,
+                held.cause
+            );
+            include.remove(&address);
+            self.held_back.insert(address, held);
+        }
+        match self.attempt(store, book, &include, true, input, true) {
+            Ok(published) => return Ok(published),
+            Err(e) if !e.is_data() => return Err(fail(e.to_string())),
+            Err(e) => log::warn!(
+                "publish refused without the wallets at fault ({e}): trying without candles and registry entries"
+            ),
+        }
+        self.attempt(store, book, &include, false, input, true)
+            .map_err(|e| fail(e.to_string()))
+    }
+
+    /// The wallets of `include` whose reads the database refuses, with the
+    /// cause: halves of the reads are tried (and rolled back) until each
+    /// refused one is alone.
+    fn refused_wallets(
+        &mut self,
+        store: &Store,
+        book: &Mutex<Book>,
+        include: &BTreeSet<String>,
+        input: &PublishInput,
+    ) -> Vec<(String, String)> {
+        let mut refused = Vec::new();
+        let mut sets = vec![include.clone()];
+        while let Some(mut set) = sets.pop() {
+            match self.attempt(store, book, &set, false, input, false) {
+                Ok(_) => {}
+                Err(e) if !e.is_data() => break,
+                // Without reads it is not a read's fault.
+                Err(_) if set.is_empty() => {}
+                Err(e) if set.len() == 1 => {
+                    refused.push((set.pop_first().expect("one"), e.to_string()));
+                }
+                Err(_) => {
+                    let half = set.iter().nth(set.len() / 2).expect("len > 1").clone();
+                    let upper = set.split_off(&half);
+                    sets.extend([upper, set]);
+                }
             }
         }
+        refused
     }
 
     /// One try: the reads of `include` (the other pending reads held back),
-    /// with the candles and registry entries when `extras`.
+    /// with the candles and registry entries when `extras`; committed when
+    /// `commit` (and the publisher's state updated), else rolled back.
     fn attempt(
-        &self,
+        &mut self,
         store: &Store,
         book: &Mutex<Book>,
         include: &BTreeSet<String>,
         extras: bool,
         input: &PublishInput,
-    ) -> Result<Written, AttemptError> {
-        let base = &self.base;
+        commit: bool,
+    ) -> Result<Published, AttemptError> {
+        let changes = Changes::compute(&lock(book), &self.base, include, input)?;
+        let batches: Vec<CandleBatch<'_>> = input
+            .candles
+            .iter()
+            .filter(|_| extras)
+            .map(|(s, c)| CandleBatch {
+                symbol: s,
+                interval: Interval::H1,
+                candles: c,
+            })
+            .collect();
+        let write = PublishWrite {
+            source: "track",
+            base_version: self.base.version,
+            observed_at: input.now,
+            markets: &changes.version.markets,
+            cohorts: &changes.version.cohorts,
+            current_days: &changes.version.current_days,
+            wallet_count: changes.version.wallets.len(),
+            position_count: changes.version.positions.len(),
+            changed_wallets: &changes.wallets,
+            changed_positions: &changes.positions,
+            removed_wallets: &changes.removed,
+            frozen_days: &changes.frozen,
+            candles: &batches,
+            wallet_states: &changes.states,
+            tracked: &changes.tracked,
+            registry: if extras { &input.registry } else { &[] },
+            freshness: &input.freshness,
+            coverage: &changes.coverage,
+        };
+        if !commit {
+            store.try_publish(&write)?;
+            return Ok(changes.counts(0, extras));
+        }
+        let version = store.publish(&write, &mut |_, _, _| {})?;
+        drop(batches);
+        let mut published = changes.counts(version, extras);
+        for (address, _, _) in &changes.written {
+            self.held_back.remove(address);
+        }
+        let mut book = lock(book);
+        book.published(changes.written);
+        published.held_back = book.pending.len();
+        self.base = Base {
+            version,
+            served: changes
+                .version
+                .wallets
+                .iter()
+                .map(|w| w.address.clone())
+                .collect(),
+            symbols: input.quotes.iter().map(|q| q.symbol.clone()).collect(),
+            days: changes.version.current_days,
+            observed_at: Some(input.now),
+        };
+        Ok(published)
+    }
+}
+
+/// What a publish writes over its base: the new version (aggregates over
+/// every served wallet) and the wallets it changes. Computed from the book
+/// and the base alone, without the database.
+struct Changes {
+    /// The new version whole.
+    version: Materialized,
+    /// Its coverage report.
+    coverage: NetworkCoverage,
+    /// Wallets new or changed since the base.
+    wallets: Vec<Wallet>,
+    /// Every position of those wallets.
+    positions: Vec<MarketPosition>,
+    /// Wallets the base served and the new version does not.
+    removed: Vec<String>,
+    /// The base's days, frozen by the first publish of a UTC day.
+    frozen: Vec<LiquidityDay>,
+    /// Scan states of the wallets whose reads it publishes.
+    states: Vec<WalletScanState>,
+    /// Their followed positions.
+    tracked: Vec<TrackedPosition>,
+    /// The reads it publishes: address, read number, what is written.
+    written: Vec<(String, u64, LiveWallet)>,
+}
+
+impl Changes {
+    fn compute(
+        book: &Book,
+        base: &Base,
+        include: &BTreeSet<String>,
+        input: &PublishInput,
+    ) -> Result<Changes, AggregateError> {
         let now = input.now;
         let symbols: HashSet<&str> = input.quotes.iter().map(|q| q.symbol.as_str()).collect();
         let quoted = |s: &str| symbols.contains(s);
-        let (inputs, positions, rewrite, written, states, tracked) = {
-            let book = lock(book);
-            let mut inputs = Vec::new();
-            let mut positions = Vec::new();
-            // Wallets holding an asset that is gone must be rewritten without it.
-            let mut rewrite = HashSet::new();
-            for w in book.entries(include) {
-                let vanished = |s: &str| !quoted(s) && base.symbols.contains(s);
-                if w.positions.iter().any(|p| vanished(&p.symbol)) {
-                    rewrite.insert(w.input.address.clone());
-                }
-                if !w.served(&quoted) {
-                    continue;
-                }
-                inputs.push(w.input.clone());
+        let vanished = |s: &str| !quoted(s) && base.symbols.contains(s);
+        let mut wallets = Vec::new();
+        let mut positions = Vec::new();
+        // Wallets holding an asset that is gone must be rewritten without it.
+        let mut rewrite = HashSet::new();
+        for w in book.entries(include) {
+            if w.positions.iter().any(|p| vanished(&p.symbol)) {
+                rewrite.insert(w.input.address.as_str());
+            }
+            if w.served(&quoted) {
+                wallets.push(w.input.clone());
                 positions.extend(w.positions.iter().filter(|p| quoted(&p.symbol)).cloned());
             }
-            let written: Vec<(String, u64, LiveWallet)> = include
-                .iter()
-                .filter_map(|a| {
-                    let pending = book.pending.get(a)?;
-                    Some((a.clone(), pending.read, book.wallets.get(a)?.clone()))
-                })
-                .collect();
-            let states: Vec<WalletScanState> = include
-                .iter()
-                .filter_map(|a| book.states.get(a).cloned())
-                .collect();
-            let tracked: Vec<TrackedPosition> = include
-                .iter()
-                .flat_map(|a| book.tracked.get(a).into_iter().flatten().cloned())
-                .collect();
-            (inputs, positions, rewrite, written, states, tracked)
-        };
-        let materialized = materialize(
+        }
+        let written: Vec<(String, u64, LiveWallet)> = include
+            .iter()
+            .filter_map(|a| {
+                Some((
+                    a.clone(),
+                    book.pending.get(a)?.read,
+                    book.wallets.get(a)?.clone(),
+                ))
+            })
+            .collect();
+        let states: Vec<WalletScanState> = include
+            .iter()
+            .filter_map(|a| book.states.get(a).cloned())
+            .collect();
+        let tracked: Vec<TrackedPosition> = include
+            .iter()
+            .flat_map(|a| book.tracked.get(a).into_iter().flatten().cloned())
+            .collect();
+        let version = materialize(
             NETWORK_ID,
             ScanInput {
                 observed_at: now,
                 quotes: input.quotes.clone(),
-                wallets: inputs,
+                wallets,
                 positions,
             },
         )?;
-        let served: HashSet<String> = materialized
-            .wallets
-            .iter()
-            .map(|w| w.address.clone())
-            .collect();
-        let changed_wallets: Vec<_> = materialized
+        let changed_wallets: Vec<Wallet> = version
             .wallets
             .iter()
             .filter(|w| {
                 include.contains(&w.address)
-                    || rewrite.contains(&w.address)
+                    || rewrite.contains(w.address.as_str())
                     || !base.served.contains(&w.address)
             })
             .cloned()
             .collect();
         let changed: HashSet<&str> = changed_wallets.iter().map(|w| w.address.as_str()).collect();
-        let changed_positions: Vec<MarketPosition> = materialized
+        let changed_positions: Vec<MarketPosition> = version
             .positions
             .iter()
             .filter(|x| changed.contains(x.address.as_str()))
             .cloned()
             .collect();
-        let removed: Vec<String> = base.served.difference(&served).cloned().collect();
-        // The first publish of a new UTC day freezes the previous day's levels.
+        let served: HashSet<&str> = version.wallets.iter().map(|w| w.address.as_str()).collect();
+        let removed: Vec<String> = base
+            .served
+            .iter()
+            .filter(|a| !served.contains(a.as_str()))
+            .cloned()
+            .collect();
         let frozen: Vec<LiquidityDay> = match base.observed_at {
             Some(t) if t.date() < now.date() => base
                 .days
@@ -321,63 +432,35 @@ impl Publisher {
                 .collect(),
             _ => Vec::new(),
         };
-        let batches: Vec<CandleBatch<'_>> = input
-            .candles
-            .iter()
-            .filter(|_| extras)
-            .map(|(s, c)| CandleBatch {
-                symbol: s,
-                interval: Interval::H1,
-                candles: c,
-            })
-            .collect();
-        let registry: &[RegistryEntry] = if extras { &input.registry } else { &[] };
         let coverage = network_coverage(
             now,
-            &materialized.markets,
-            &materialized.positions,
+            &version.markets,
+            &version.positions,
             input.freshness.clone(),
         );
-        let version = store.publish(
-            &PublishWrite {
-                source: "track",
-                base_version: base.version,
-                observed_at: now,
-                markets: &materialized.markets,
-                cohorts: &materialized.cohorts,
-                current_days: &materialized.current_days,
-                wallet_count: materialized.wallets.len(),
-                position_count: materialized.positions.len(),
-                changed_wallets: &changed_wallets,
-                changed_positions: &changed_positions,
-                removed_wallets: &removed,
-                frozen_days: &frozen,
-                candles: &batches,
-                wallet_states: &states,
-                tracked: &tracked,
-                registry,
-                freshness: &input.freshness,
-                coverage: &coverage,
-            },
-            &mut |_, _, _| {},
-        )?;
-        let published = Published {
+        Ok(Changes {
             version,
-            changed: changed_wallets.len(),
-            removed: removed.len(),
-            wallets: materialized.wallets.len(),
-            positions: materialized.positions.len(),
+            coverage,
+            wallets: changed_wallets,
+            positions: changed_positions,
+            removed,
+            frozen,
+            states,
+            tracked,
+            written,
+        })
+    }
+
+    fn counts(&self, version: i64, extras_written: bool) -> Published {
+        Published {
+            version,
+            changed: self.wallets.len(),
+            removed: self.removed.len(),
+            wallets: self.version.wallets.len(),
+            positions: self.version.positions.len(),
             held_back: 0,
-            extras_written: extras,
-        };
-        let next = Base {
-            version,
-            served,
-            symbols: input.quotes.iter().map(|q| q.symbol.clone()).collect(),
-            days: materialized.current_days,
-            observed_at: Some(now),
-        };
-        Ok((published, next, written))
+            extras_written,
+        }
     }
 }
 

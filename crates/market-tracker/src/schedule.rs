@@ -153,18 +153,45 @@ pub fn tier_of(e: &RegistryEntry, cfg: &Intervals) -> Tier {
     }
 }
 
-/// The best estimate of a wallet's size, USD.
+/// The best estimate of a wallet's size, USD. Until a read has covered
+/// every dex (a sweep), a read may have missed the equity it holds on HIP-3
+/// dexes, so the leaderboard's value counts when it is larger.
 fn exposure_of(e: &RegistryEntry) -> f64 {
+    let leaderboard = e.leaderboard_value.as_ref().map_or(0.0, usd);
     let exposure = if e.last_read_at.is_some() {
-        let account = e.account_value.as_ref().map_or(0.0, usd);
-        let positions = e.position_value.as_ref().map_or(0.0, usd);
-        account.max(positions)
+        let read = read_value(e);
+        if e.last_sweep_at.is_some() {
+            read
+        } else {
+            read.max(leaderboard)
+        }
     } else {
-        e.leaderboard_value.as_ref().map_or(0.0, usd)
+        leaderboard
     };
     // A large recent trade counts as exposure until the next read says otherwise.
     exposure.max(usd(&e.traded_notional))
 }
+
+/// What the last read saw of a wallet: the larger of its account value and
+/// its open position value, USD.
+fn read_value(e: &RegistryEntry) -> f64 {
+    let account = e.account_value.as_ref().map_or(0.0, usd);
+    let positions = e.position_value.as_ref().map_or(0.0, usd);
+    account.max(positions)
+}
+
+/// Whether a wallet never swept read well below its leaderboard value (less
+/// than [`BELOW_LEADERBOARD`] of it): its missing equity is likely on a dex
+/// its reads skip, so it is swept at once.
+fn short_of_leaderboard(e: &RegistryEntry) -> bool {
+    let leaderboard = e.leaderboard_value.as_ref().map_or(0.0, usd);
+    e.last_sweep_at.is_none()
+        && e.last_read_at.is_some()
+        && read_value(e) < leaderboard * BELOW_LEADERBOARD
+}
+
+/// See [`short_of_leaderboard`].
+const BELOW_LEADERBOARD: f64 = 0.8;
 
 fn rank_of(e: &RegistryEntry) -> Reverse<u64> {
     Reverse(exposure_of(e) as u64)
@@ -177,6 +204,9 @@ fn sweep_due(e: &RegistryEntry, tier: Tier, cfg: &Intervals) -> Option<OffsetDat
     let longest = cfg.sweep[tier as usize];
     if longest.is_zero() {
         return None;
+    }
+    if short_of_leaderboard(e) {
+        return e.last_read_at;
     }
     let scaled = cfg.sweep_per_million.as_seconds_f64() * 1_000_000.0 / exposure_of(e).max(1.0);
     let interval =
@@ -271,7 +301,9 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// A schedule over the persisted registry. Wallets never read are due at once.
+    /// A schedule over the persisted registry. Wallets never read are due at
+    /// once, and so are wallets that traded after their last read (the read
+    /// the trade asked for is not lost with a restart).
     pub fn new(cfg: Intervals, entries: Vec<RegistryEntry>, now: OffsetDateTime) -> Self {
         let mut s = Schedule {
             cfg,
@@ -279,9 +311,12 @@ impl Schedule {
         };
         for entry in entries {
             let tier = tier_of(&entry, &s.cfg);
-            let due = match entry.last_read_at {
-                Some(t) => t + s.cfg.refresh[tier as usize],
-                None => now,
+            let due = match (entry.last_read_at, entry.last_trade_at) {
+                (None, _) => now,
+                (Some(read), Some(trade)) if trade > read => {
+                    (read + s.cfg.refresh[tier as usize]).min((read + s.cfg.min_gap).max(now))
+                }
+                (Some(read), _) => read + s.cfg.refresh[tier as usize],
             };
             s.insert(Tracked::new(entry, due, tier));
         }
@@ -556,6 +591,15 @@ impl Schedule {
         });
     }
 
+    /// Records a read that was not used (it could not value a position):
+    /// due again at `until`, with no failure counted.
+    pub fn read_deferred(&mut self, job: &ReadJob, until: OffsetDateTime) {
+        self.update(&job.address, |t, _| {
+            t.in_flight = false;
+            t.due = until;
+        });
+    }
+
     /// Records a failed read: retried after 1 min, doubling up to 1 h.
     pub fn read_failed(&mut self, job: &ReadJob, now: OffsetDateTime) {
         self.update(&job.address, |t, _| {
@@ -643,7 +687,7 @@ mod tests {
     #[test]
     fn reads_set_the_next_due_time_by_exposure_and_sweep_rarely() {
         let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
-        s.discover(lb("0xw", "5000000"), NOW);
+        s.discover(lb("0xw", "4000000"), NOW);
         let job = s.next_due(NOW, &dexes()).unwrap();
         assert!(!job.sweep, "the first read is the main dex only");
         assert_eq!(job.dexes, [""]);
@@ -831,6 +875,79 @@ mod tests {
         );
         let job = s.next_due(later, &dexes()).unwrap();
         assert_eq!(job.dexes, ["", "abc"]);
+    }
+
+    #[test]
+    fn a_wallet_read_below_its_leaderboard_value_stays_a_whale_until_swept() {
+        let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
+        // The leaderboard says 1.065M; the main dex holds 731k (the rest is
+        // on a HIP-3 dex its first read does not cover).
+        s.discover(lb("0xw", "1065000"), NOW);
+        let job = s.next_due(NOW, &dexes()).unwrap();
+        assert_eq!(job.dexes, [""]);
+        read(&mut s, &job, "731000", &[""], NOW);
+        assert_eq!(
+            s.tier("0xw"),
+            Some(Tier::Whale),
+            "not a shark on a partial read"
+        );
+        assert_eq!(s.sweep_due_of("0xw"), Some(NOW), "swept at once");
+        let job = s.next_due(NOW + Duration::seconds(1), &dexes()).unwrap();
+        assert!(job.sweep);
+        assert_eq!(job.dexes, dexes());
+        // The sweep finds 1.06M on two dexes: a whale by its reads now.
+        let at = NOW + Duration::seconds(1);
+        read(&mut s, &job, "1060000", &["", "abc"], at);
+        assert_eq!(s.tier("0xw"), Some(Tier::Whale));
+        // After a sweep, the reads alone size it: 900k is a shark's.
+        let job = s.next_due(at + Duration::minutes(2), &dexes()).unwrap();
+        assert_eq!(job.dexes, ["", "abc"]);
+        read(
+            &mut s,
+            &job,
+            "900000",
+            &["", "abc"],
+            at + Duration::minutes(2),
+        );
+        assert_eq!(s.tier("0xw"), Some(Tier::Shark));
+        // A read close to the leaderboard value sweeps on the usual schedule.
+        let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
+        s.discover(lb("0xv", "2000000"), NOW);
+        let job = s.next_due(NOW, &dexes()).unwrap();
+        read(&mut s, &job, "1900000", &[""], NOW);
+        assert_eq!(s.sweep_due_of("0xv"), Some(NOW + Duration::hours(3)));
+    }
+
+    #[test]
+    fn a_restart_keeps_the_read_a_trade_asked_for() {
+        let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
+        for a in ["0xtraded", "0xquiet"] {
+            s.discover(lb(a, "5000000"), NOW);
+            let job = s.next_due(NOW, &dexes()).unwrap();
+            read(&mut s, &job, "5000000", &[""], NOW);
+        }
+        let trade = NOW + Duration::seconds(30);
+        s.discover(
+            Discovery::Trade {
+                address: "0xtraded".into(),
+                coin: "BTC".into(),
+                notional: 1000.0,
+                at: trade,
+                source: DiscoverySource::Trades,
+            },
+            trade,
+        );
+        // Killed before the read the trade asked for, restarted 5 s later.
+        let restart = trade + Duration::seconds(5);
+        let mut s = Schedule::new(Intervals::default(), s.take_unsaved(), restart);
+        let job = s.next_due(restart, &dexes()).unwrap();
+        assert_eq!(job.address, "0xtraded", "due at once");
+        assert_eq!(
+            s.next_due(restart, &dexes()),
+            None,
+            "the other waits its refresh"
+        );
+        assert_eq!(s.earliest_due(), Some(NOW + Duration::minutes(2)));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `track`: discovery threads, readers that spend the weight budget by
 //! priority, and a publish every `publish_every`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -13,7 +13,9 @@ use market_engine::aggregate::size_class;
 use market_engine::coverage::wallet_freshness;
 use market_engine::Quote;
 use market_ingest::client::InfoSource;
-use market_ingest::scan::{fetch_new_candles, observe_wallet, CandleError, Fetcher, WEIGHT_OTHER};
+use market_ingest::scan::{
+    fetch_new_candles, observe_wallet, CandleError, CandleFetch, Fetcher, Marks, WEIGHT_OTHER,
+};
 use market_ingest::source::{AssetCtx, AssetMeta, MetaAndAssetCtxs, PerpDex};
 use market_ingest::{mapping, ScanConfig, WalletEntry};
 use market_model::timestamp::now_seconds;
@@ -27,6 +29,11 @@ use crate::live::Book;
 use crate::publish::{PublishInput, Published, Publisher};
 use crate::schedule::{Discovery, Intervals, ReadJob, Schedule};
 use crate::ws::{self, WsConfig, WsShared};
+
+/// When a read met an asset without a mark, the wallet is read again after this.
+const INCOMPLETE_RETRY: time::Duration = time::Duration::seconds(30);
+/// The dexes are read again for an asset without a mark at most this often.
+const META_STALE_AFTER: Duration = Duration::from_secs(60);
 
 /// Settings of `track`.
 #[derive(Clone, Debug)]
@@ -65,6 +72,12 @@ pub struct Stats {
     pub reads_ok: AtomicU64,
     /// Wallet reads that failed after retries.
     pub reads_failed: AtomicU64,
+    /// Wallet reads not used because a position's asset had no mark (retried).
+    pub reads_incomplete: AtomicU64,
+    /// Candle requests sent (each followed by the candle pause).
+    pub candle_requests: AtomicU64,
+    /// Spot trades in the node's trade files (skipped: no perp wallet is found by them).
+    pub spot_trades: AtomicU64,
     /// Wallets discovered.
     pub discovered: AtomicU64,
     /// Leaderboard fetches applied.
@@ -102,7 +115,11 @@ pub struct Tracker {
     book: Mutex<Book>,
     publisher: Mutex<Publisher>,
     meta: RwLock<MarketMeta>,
-    marks: RwLock<Arc<HashMap<String, Decimal>>>,
+    marks: RwLock<Arc<Marks>>,
+    /// Set by a read that met an asset without a mark: the dexes are read again soon.
+    meta_stale: AtomicBool,
+    /// Coins already logged as without a mark (logged once each).
+    unvalued_logged: Mutex<HashSet<String>>,
     candles: Mutex<Vec<(String, Vec<Candle>)>>,
     ws: Arc<WsShared>,
     /// Counters.
@@ -146,7 +163,9 @@ impl Tracker {
             book: Mutex::new(book),
             publisher: Mutex::new(Publisher::new(base)),
             meta: RwLock::new(MarketMeta::default()),
-            marks: RwLock::new(Arc::new(HashMap::new())),
+            marks: RwLock::new(Arc::new(Marks::default())),
+            meta_stale: AtomicBool::new(false),
+            unvalued_logged: Mutex::new(HashSet::new()),
             candles: Mutex::new(Vec::new()),
             ws: Arc::new(WsShared::default()),
             stats: Stats::default(),
@@ -216,6 +235,8 @@ impl Tracker {
                         for d in follower.poll(OffsetDateTime::now_utc()) {
                             let _ = tx.send(d);
                         }
+                        let spot = &self.stats.spot_trades;
+                        spot.store(follower.spot_trades, Ordering::Relaxed);
                         self.nap(Duration::from_millis(500));
                     }
                 });
@@ -279,8 +300,15 @@ impl Tracker {
             .filter(|a| a.is_delisted != Some(true))
             .map(|a| a.name.clone())
             .collect();
+        // The marks of these contexts value the reads until the first
+        // publish: no wallet is read before they are known.
+        let quotes: Vec<Quote> = dexes
+            .iter()
+            .flat_map(|d| quotes_of(&meta.universes[d], &meta.http_ctxs[d]))
+            .collect();
         *lock(&self.ws.coins) = coins;
         *self.meta.write().unwrap_or_else(|p| p.into_inner()) = meta;
+        self.set_marks(&quotes);
         Ok(())
     }
 
@@ -330,11 +358,7 @@ impl Tracker {
                     c
                 }
             };
-            for (asset, ctx) in meta.universes[&dex].iter().zip(&ctxs) {
-                if asset.is_delisted != Some(true) {
-                    quotes.push(mapping::quote(asset, ctx));
-                }
-            }
+            quotes.extend(quotes_of(&meta.universes[&dex], &ctxs));
         }
         *self.meta.write().unwrap_or_else(|p| p.into_inner()) = meta;
         Ok(quotes)
@@ -342,6 +366,16 @@ impl Tracker {
 
     fn reader(&self, fetcher: &Fetcher<'_>) {
         while !self.stopped() {
+            // A read valued without marks would drop every position.
+            if self
+                .marks
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty()
+            {
+                self.nap(Duration::from_millis(200));
+                continue;
+            }
             let dexes = self
                 .meta
                 .read()
@@ -360,39 +394,57 @@ impl Tracker {
     fn read(&self, fetcher: &Fetcher<'_>, job: &ReadJob) {
         let marks = self.marks.read().unwrap_or_else(|p| p.into_inner()).clone();
         let now = now_seconds();
-        match observe_wallet(fetcher, &job.address, &job.dexes, &marks, now) {
+        let obs = match observe_wallet(fetcher, &job.address, &job.dexes, &marks, now) {
+            Ok(obs) if obs.is_complete() => obs,
             Ok(obs) => {
-                self.stats.reads_ok.fetch_add(1, Ordering::Relaxed);
-                let position_value: BigDecimal =
-                    obs.positions.iter().map(|p| &p.position_value.0).sum();
-                let (label, tags) = {
-                    let mut schedule = lock(&self.schedule);
-                    schedule.read_ok(
-                        job,
-                        &obs.account_value,
-                        &Decimal(position_value),
-                        obs.positions.len(),
-                        &obs.active_dexes,
-                        now,
+                // An asset listed since the dexes were read: read them again,
+                // and this wallet once they are.
+                self.stats.reads_incomplete.fetch_add(1, Ordering::Relaxed);
+                self.meta_stale.store(true, Ordering::Relaxed);
+                let mut logged = lock(&self.unvalued_logged);
+                for coin in obs.unvalued.iter().filter(|c| logged.insert((*c).clone())) {
+                    log::warn!(
+                        "wallet {} holds {coin}, an asset without a mark: its read is not used, the dexes are read again and the wallet after them (logged once per asset)",
+                        job.address
                     );
-                    schedule
-                        .get(&job.address)
-                        .map(|t| (t.label.clone(), t.tags.clone()))
-                        .unwrap_or_default()
-                };
-                lock(&self.book).apply_read(&job.address, label, tags, obs);
+                }
+                lock(&self.schedule).read_deferred(job, now + INCOMPLETE_RETRY);
+                return;
             }
             Err(e) => {
                 self.stats.reads_failed.fetch_add(1, Ordering::Relaxed);
                 log::warn!("wallet {} failed after retries: {e}", job.address);
                 lock(&self.schedule).read_failed(job, now);
+                return;
             }
-        }
+        };
+        self.stats.reads_ok.fetch_add(1, Ordering::Relaxed);
+        let position_value: BigDecimal = obs.positions.iter().map(|p| &p.position_value.0).sum();
+        let (label, tags) = {
+            let mut schedule = lock(&self.schedule);
+            schedule.read_ok(
+                job,
+                &obs.account_value,
+                &Decimal(position_value),
+                obs.positions.len(),
+                &obs.active_dexes,
+                now,
+            );
+            schedule
+                .get(&job.address)
+                .map(|t| (t.label.clone(), t.tags.clone()))
+                .unwrap_or_default()
+        };
+        lock(&self.book)
+            .apply_read(&job.address, label, tags, obs)
+            .expect("a complete read is applied");
     }
 
     /// Hourly candles of every market, spread over the hour and one request
     /// every 10 s at most, so they never take more than 120 weight a minute
-    /// from the wallets (about 67 with 200 markets).
+    /// from the wallets (about 67 with 200 markets). The pause follows every
+    /// request, whatever it returned; only a market already up to date (no
+    /// request) goes on at once.
     fn candle_loop(&self, fetcher: &Fetcher<'_>) {
         let mut fetched: HashMap<String, i64> = HashMap::new();
         while !self.stopped() {
@@ -400,6 +452,7 @@ impl Tracker {
                 .marks
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
+                .prices
                 .keys()
                 .cloned()
                 .collect();
@@ -408,7 +461,7 @@ impl Tracker {
             // Spread over the hour: one request every 10 s at most, fewer
             // when there are fewer than 360 markets.
             let pace = Duration::from_secs((3600 / symbols.len().max(1) as u64).max(10));
-            let mut did = false;
+            let mut requested = false;
             for symbol in symbols {
                 if self.stopped() {
                     return;
@@ -418,18 +471,24 @@ impl Tracker {
                 }
                 fetched.insert(symbol.clone(), hour);
                 match fetch_new_candles(fetcher, &self.store, &symbol, now) {
-                    Ok(Some(c)) => lock(&self.candles).push((symbol, c)),
-                    Ok(None) => continue,
-                    Err(CandleError::Store(e)) => log::warn!("candles of {symbol}: {e}"),
+                    Ok(CandleFetch::UpToDate) => continue,
+                    Ok(CandleFetch::Fetched(c)) if c.is_empty() => {}
+                    Ok(CandleFetch::Fetched(c)) => lock(&self.candles).push((symbol, c)),
+                    Err(CandleError::Store(e)) => {
+                        log::warn!("candles of {symbol}: {e}");
+                        fetched.remove(&symbol);
+                        continue;
+                    }
                     Err(CandleError::Source(e)) => {
                         log::warn!("candles of {symbol} failed: {e}");
                         fetched.remove(&symbol);
                     }
                 }
-                did = true;
+                requested = true;
+                self.stats.candle_requests.fetch_add(1, Ordering::Relaxed);
                 self.nap(pace);
             }
-            if !did {
+            if !requested {
                 self.nap(Duration::from_secs(10));
             }
         }
@@ -437,12 +496,8 @@ impl Tracker {
 
     fn main_loop(&self, fetcher: &Fetcher<'_>, rx: Receiver<Discovery>) {
         let mut next_publish = Instant::now();
-        let mut next_meta = Instant::now() + self.cfg.meta_every;
+        let mut last_meta = Instant::now();
         let mut next_save = Instant::now();
-        // Marks from the first context, so the first reads can value positions.
-        if let Ok(q) = self.quotes(fetcher) {
-            self.set_marks(&q);
-        }
         while !self.stopped() {
             let now = now_seconds();
             {
@@ -457,8 +512,13 @@ impl Tracker {
                 next_save = Instant::now() + Duration::from_secs(1);
                 self.save_registry();
             }
-            if Instant::now() >= next_meta {
-                next_meta = Instant::now() + self.cfg.meta_every;
+            // A read met an asset without a mark: read the dexes again
+            // (at most once a minute).
+            let since = last_meta.elapsed();
+            let stale = self.meta_stale.load(Ordering::Relaxed) && since >= META_STALE_AFTER;
+            if since >= self.cfg.meta_every || stale {
+                self.meta_stale.store(false, Ordering::Relaxed);
+                last_meta = Instant::now();
                 if let Err(e) = self.refresh_meta(fetcher) {
                     log::warn!("dexes not refreshed: {e}");
                 }
@@ -482,11 +542,18 @@ impl Tracker {
     }
 
     fn set_marks(&self, quotes: &[Quote]) {
-        let marks: HashMap<String, Decimal> = quotes
-            .iter()
-            .map(|q| (q.symbol.clone(), q.price.clone()))
+        let delisted: HashSet<String> = self
+            .meta
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .universes
+            .values()
+            .flatten()
+            .filter(|a| a.is_delisted == Some(true))
+            .map(|a| a.name.clone())
             .collect();
-        *self.marks.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(marks);
+        *self.marks.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(Marks::new(quotes, delisted));
     }
 
     fn publish(&self, fetcher: &Fetcher<'_>, publisher: &mut Publisher) {
@@ -574,4 +641,16 @@ fn registry_class(e: &RegistryEntry) -> SizeClass {
         e.leaderboard_value.as_ref()
     };
     value.map_or(SizeClass::Shrimp, |v| size_class(&v.0))
+}
+
+/// The quotes of a dex's listed assets (its delisted ones have none).
+fn quotes_of<'a>(
+    universe: &'a [AssetMeta],
+    ctxs: &'a [AssetCtx],
+) -> impl Iterator<Item = Quote> + 'a {
+    universe
+        .iter()
+        .zip(ctxs)
+        .filter(|(a, _)| a.is_delisted != Some(true))
+        .map(|(a, c)| mapping::quote(a, c))
 }
