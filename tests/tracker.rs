@@ -84,14 +84,14 @@ where
 fn whale(exchange: &fake_exchange::Exchange, address: &str, coin: &str) {
     exchange.put_wallet(
         address,
-        FakeWallet {
-            account_value: 8_000_000,
-            positions: vec![FakePosition {
+        FakeWallet::new(
+            8_000_000,
+            vec![FakePosition {
                 coin: coin.into(),
                 lots: -4_000,
                 entry: exchange.price(coin),
             }],
-        },
+        ),
     );
 }
 
@@ -486,6 +486,15 @@ async fn track_stays_within_the_budget_and_backs_off_429s() {
         "whales read within the run: {whale_age}"
     );
     assert!(m("market_data_tracker_publishes_total", &[("result", "ok")]) >= 1.0);
+    assert_eq!(m("market_data_tracker_publishes_failed_total", &[]), 0.0);
+    let age = m("market_data_tracker_last_publish_age_seconds", &[]);
+    assert!((0.0..5.0).contains(&age), "the last publish is {age} s old");
+    assert_eq!(m("market_data_tracker_held_back_wallets", &[]), 0.0);
+    assert_eq!(
+        m("market_data_tracker_incomplete_reads_total", &[]),
+        0.0,
+        "no wallet is read before the marks are known"
+    );
     let staleness = m("market_data_ingest_staleness_seconds", &[]);
     assert!((0.0..10.0).contains(&staleness), "{staleness}");
 }
@@ -511,4 +520,662 @@ async fn a_truncated_leaderboard_adds_nothing_and_publishes_stay_whole() {
     let loaded = store.load_snapshot(&meta).unwrap();
     assert_eq!(loaded.markets.len(), 4, "every market is published");
     assert!(loaded.wallets.is_empty());
+}
+
+/// A library tracker over `store` with the test settings, adjusted by `adjust`.
+fn tracker_with(
+    fake: &FakeExchange,
+    store: Store,
+    adjust: impl FnOnce(&mut TrackConfig),
+) -> (Arc<Tracker>, Arc<AtomicBool>) {
+    let (tracker, stop) = library_tracker(fake, store.clone(), 100_000, Duration::from_secs(60));
+    let mut cfg = tracker.config().clone();
+    drop(tracker);
+    adjust(&mut cfg);
+    let source = market_ingest::client::HttpSource::new(&fake.info_url, Duration::from_secs(5));
+    let tracker = Tracker::new(cfg, store, Box::new(source), stop.clone()).unwrap();
+    (Arc::new(tracker), stop)
+}
+
+/// A tracker running on its own thread until [`Running::stop`].
+struct Running {
+    tracker: Arc<Tracker>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    fn start((tracker, stop): (Arc<Tracker>, Arc<AtomicBool>)) -> Running {
+        let t = tracker.clone();
+        Running {
+            tracker,
+            stop,
+            thread: Some(std::thread::spawn(move || t.run())),
+        }
+    }
+
+    async fn stop(mut self) -> Arc<Tracker> {
+        self.stop.store(true, Ordering::SeqCst);
+        let thread = self.thread.take().unwrap();
+        tokio::task::spawn_blocking(move || thread.join().unwrap())
+            .await
+            .unwrap();
+        self.tracker.clone()
+    }
+
+    fn publishes(&self) -> u64 {
+        self.tracker.stats.publishes.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A migrated database with no data on `backend`, and a store on it.
+fn track_store(backend: Backend) -> (Store, TestDatabase) {
+    let db = empty_database(backend);
+    let store = Store::open(db.url(), PoolOptions::default()).unwrap();
+    (store, db)
+}
+
+fn registry_entry(store: &Store, address: &str) -> Option<market_store::RegistryEntry> {
+    store
+        .registry()
+        .unwrap()
+        .into_iter()
+        .find(|e| e.address == address)
+}
+
+/// The events stored since `since` (epoch ms), as JSON.
+fn events_since(store: &Store, since: i64) -> Vec<serde_json::Value> {
+    let filter = market_store::EventFilter {
+        from: Some(since),
+        ..Default::default()
+    };
+    store
+        .events(&filter, None, 100_000)
+        .unwrap()
+        .into_iter()
+        .map(|e| serde_json::from_str(&e.json).unwrap())
+        .collect()
+}
+
+fn epoch_ms(t: time::OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+/// Runs each listed `async fn(Backend)` on SQLite, and on PostgreSQL when
+/// `TEST_DATABASE_URL` is set, on a multi-threaded runtime (the fake
+/// exchange serves while the tracker's threads block on it).
+macro_rules! live_on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod live_sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(crate::support::Backend::Sqlite).await
+                }
+            )*
+        }
+        mod live_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    if crate::support::pg_admin_url().is_none() {
+                        eprintln!("TEST_DATABASE_URL is not set: the PostgreSQL variant is skipped");
+                        return;
+                    }
+                    super::$name(crate::support::Backend::Postgres).await
+                }
+            )*
+        }
+    };
+}
+
+live_on_both_backends!(
+    an_empty_wallet_that_trades_again_and_again_never_halts_publishing,
+    markets_without_a_new_candle_are_paced,
+    a_spot_only_trader_is_not_a_perp_wallet,
+    an_account_state_without_optional_members_is_taken,
+    a_restart_with_whales_due_serves_them_whole_and_writes_no_event,
+    a_cold_start_with_a_wallet_list_values_every_position,
+    a_trade_just_before_kill_9_is_read_right_after_the_restart,
+    a_whale_with_most_equity_on_a_hip3_dex_is_refreshed_as_a_whale,
+);
+
+/// Issue: a wallet read empty (not served) and read again halted every
+/// later publish (UNIQUE scanned_wallets.address).
+async fn an_empty_wallet_that_trades_again_and_again_never_halts_publishing(backend: Backend) {
+    let fake = fake_exchange::start(4, 4).await;
+    let (store, _db) = track_store(backend);
+    let (flat, other) = (
+        format!("0x{}", "f1".repeat(20)),
+        format!("0x{}", "f2".repeat(20)),
+    );
+    let running = Running::start(tracker_with(&fake, store.clone(), |cfg| {
+        cfg.ws_url = Some(fake.ws_url.clone());
+        cfg.ws_trades = true;
+        // A trade makes a wallet due 1 s after its last read, not 15 s.
+        cfg.intervals.min_gap = time::Duration::seconds(1);
+    }));
+    wait_until("subscriptions", Duration::from_secs(10), || async {
+        fake.ex.ws_subscriptions.load(Ordering::SeqCst) >= 5
+    })
+    .await;
+    let mut last_read = None;
+    for round in 0..3 {
+        // Round trips: the flat wallets hold nothing before and after.
+        fake.ex.trade("BTC", "1", &flat, &other);
+        let read = wait_until(
+            "the flat wallet read again",
+            Duration::from_secs(15),
+            || {
+                let (store, flat, last_read) = (&store, &flat, last_read);
+                async move { registry_entry(store, flat).and_then(|e| e.last_read_at) > last_read }
+            },
+        )
+        .await;
+        eprintln!("round {round}: read after {read:?}");
+        last_read = registry_entry(&store, &flat).and_then(|e| e.last_read_at);
+        let published = running.publishes();
+        wait_until(
+            "a publish after the read",
+            Duration::from_secs(10),
+            || async { running.publishes() >= published + 2 },
+        )
+        .await;
+    }
+    let tracker = running.stop().await;
+    assert_eq!(
+        tracker.stats.publish_failures.load(Ordering::Relaxed),
+        0,
+        "every publish applied"
+    );
+    assert_eq!(
+        tracker.stats.held_back.load(Ordering::Relaxed),
+        0,
+        "no read held back: every read was published"
+    );
+    let meta = store.latest_snapshot().unwrap().unwrap();
+    let served = store.load_snapshot(&meta).unwrap();
+    assert!(served
+        .wallets
+        .iter()
+        .all(|w| w.address != flat && w.address != other));
+    assert_eq!(served.wallets.len(), 4, "the world's wallets are served");
+    let states = store.wallet_scan_states().unwrap();
+    assert!(
+        states.contains_key(&flat),
+        "its history is kept though it is not served"
+    );
+}
+
+/// Issue: with no new candle, the candle loop went on without its pause.
+async fn markets_without_a_new_candle_are_paced(backend: Backend) {
+    // The fake has no candle for any of its 4 markets.
+    let fake = fake_exchange::start(2, 0).await;
+    let (store, _db) = track_store(backend);
+    let running = Running::start(tracker_with(&fake, store.clone(), |cfg| {
+        cfg.candles = true;
+        cfg.leaderboard_url = None;
+    }));
+    let started = Instant::now();
+    wait_until(
+        "the first candle request",
+        Duration::from_secs(10),
+        || async {
+            running
+                .tracker
+                .stats
+                .candle_requests
+                .load(Ordering::Relaxed)
+                >= 1
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let elapsed = started.elapsed().as_secs();
+    let tracker = running.stop().await;
+    let sent = fake
+        .ex
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, _, kind)| kind == "candleSnapshot")
+        .count() as u64;
+    assert_eq!(sent, tracker.stats.candle_requests.load(Ordering::Relaxed));
+    // One request, then the pause (3600 s / 4 markets, at least 10 s).
+    assert!(
+        sent <= 1 + elapsed / 10,
+        "{sent} candle requests in {elapsed} s: more than one every 10 s"
+    );
+}
+
+/// Issue: addresses that trade only spot coins were tracked as perp wallets.
+async fn a_spot_only_trader_is_not_a_perp_wallet(backend: Backend) {
+    let fake = fake_exchange::start(2, 0).await;
+    let (store, _db) = track_store(backend);
+    let dir = tempfile::tempdir().unwrap();
+    let hour = dir.path().join("hourly/20261125");
+    std::fs::create_dir_all(&hour).unwrap();
+    let file = hour.join("11");
+    std::fs::write(&file, "").unwrap();
+    let running = Running::start(tracker_with(&fake, store.clone(), |cfg| {
+        cfg.leaderboard_url = None;
+        cfg.node_trades_dir = Some(dir.path().to_owned());
+    }));
+    // The follower starts from the end of the files: give it a moment.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (spot_a, spot_b, perp) = (
+        format!("0x{}", "5a".repeat(20)),
+        format!("0x{}", "5b".repeat(20)),
+        address(1),
+    );
+    let line = |coin: &str, a: &str, b: &str| {
+        format!(
+            r#"{{"coin":"{coin}","side":"B","time":"2026-11-25T11:00:00.000","px":"0.19","sz":"100.0","hash":"0x1","trade_dir_override":"Na","side_info":[{{"user":"{a}","start_pos":"0","oid":1,"twap_id":null,"cloid":null}},{{"user":"{b}","start_pos":"0","oid":2,"twap_id":null,"cloid":null}}]}}"#
+        )
+    };
+    let lines = [
+        line("@107", &spot_a, &spot_b),
+        line("PURR/USDC", &spot_b, &spot_a),
+        line("BTC", &perp, &address(0)),
+    ];
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    wait_until("the perp trader found", Duration::from_secs(10), || async {
+        registry_entry(&store, &perp).is_some()
+    })
+    .await;
+    let tracker = running.stop().await;
+    for a in [&spot_a, &spot_b] {
+        assert!(registry_entry(&store, a).is_none(), "{a} only trades spot");
+    }
+    assert_eq!(tracker.stats.spot_trades.load(Ordering::Relaxed), 2);
+}
+
+/// Issue: a state without `cumFunding` (which the exchange has not always
+/// sent) was refused whole.
+async fn an_account_state_without_optional_members_is_taken(backend: Backend) {
+    let fake = fake_exchange::start(3, 3).await;
+    let sparse = address(0);
+    fake.ex.world().sparse.insert(sparse.clone());
+    let (store, _db) = track_store(backend);
+    let running = Running::start(tracker_with(&fake, store.clone(), |_| {}));
+    wait_until("the wallets served", Duration::from_secs(20), || async {
+        store
+            .latest_snapshot()
+            .unwrap()
+            .is_some_and(|m| store.load_snapshot(&m).unwrap().wallets.len() == 3)
+    })
+    .await;
+    let tracker = running.stop().await;
+    let meta = store.latest_snapshot().unwrap().unwrap();
+    let served = store.load_snapshot(&meta).unwrap();
+    let mine: Vec<_> = served
+        .positions
+        .iter()
+        .filter(|p| p.address == sparse)
+        .collect();
+    assert_eq!(
+        mine.len(),
+        held(&fake, &store, &sparse).len(),
+        "its positions are served"
+    );
+    assert!(!mine.is_empty());
+    let read = mine.len() as u64;
+    for p in mine {
+        assert_eq!(p.funding_cost.to_string(), "0", "no funding known");
+        // unrealizedPnl / marginUsed × 100, to 4 decimals.
+        let expected = (&p.u_pnl.0 * bigdecimal::BigDecimal::from(100) / &p.margin.0)
+            .with_scale_round(4, bigdecimal::RoundingMode::HalfUp);
+        assert_eq!(p.u_pnl_pct.0, expected);
+    }
+    let cases = tracker
+        .config()
+        .scan
+        .counters
+        .field_cases
+        .lock()
+        .unwrap()
+        .clone();
+    let count = |case: &str, member: &str| {
+        cases
+            .iter()
+            .filter(|((c, m), _)| c.as_str() == case && m == member)
+            .map(|(_, n)| *n)
+            .sum::<u64>()
+    };
+    // Counted per position read.
+    assert!(count("missing", "position.cumFunding") >= read, "{cases:?}");
+    assert!(
+        count("missing", "position.returnOnEquity") >= read,
+        "{cases:?}"
+    );
+    assert!(
+        count("unknown", "position.liquidationMode") >= read,
+        "{cases:?}"
+    );
+    assert_eq!(tracker.stats.reads_failed.load(Ordering::Relaxed), 0);
+}
+
+/// The positions the fake holds for `address` on the dexes the tracker
+/// reads it on (the main dex and the dexes it is known on; every dex once
+/// swept), as (symbol, direction, size).
+fn held(fake: &FakeExchange, store: &Store, address: &str) -> Vec<(String, String, String)> {
+    let entry = registry_entry(store, address);
+    let read_on = |coin: &str| {
+        let dex = fake_exchange::dex_of(coin);
+        entry.as_ref().is_some_and(|e| {
+            dex.is_empty() || e.last_sweep_at.is_some() || e.dexes.iter().any(|d| d == dex)
+        })
+    };
+    let w = fake.ex.world();
+    let mut out: Vec<_> = w
+        .wallet(address)
+        .unwrap()
+        .positions
+        .iter()
+        .filter(|p| read_on(&p.coin))
+        .map(|p| {
+            let dir = if p.lots > 0 { "long" } else { "short" };
+            let size = bigdecimal::BigDecimal::new(p.lots.abs().into(), 2);
+            (p.coin.clone(), dir.to_owned(), size.to_string())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// What the store's latest version serves of `address`, like [`held`].
+fn served_positions(store: &Store, address: &str) -> Option<Vec<(String, String, String)>> {
+    let meta = store.latest_snapshot().unwrap()?;
+    let loaded = store.load_snapshot(&meta).unwrap();
+    loaded.wallets.iter().find(|w| w.address == address)?;
+    let mut out: Vec<_> = loaded
+        .positions
+        .iter()
+        .filter(|p| p.address == address)
+        .map(|p| {
+            (
+                p.symbol.clone(),
+                p.direction.as_str().to_owned(),
+                p.size.to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    Some(out)
+}
+
+/// Issue 37: after a restart, whales were read before any mark was known,
+/// served without positions, and given invented closed/opened events.
+async fn a_restart_with_whales_due_serves_them_whole_and_writes_no_event(backend: Backend) {
+    let fake = fake_exchange::start(40, 40).await;
+    let (store, _db) = track_store(backend);
+    let whales: Vec<String> = (0..40)
+        .map(address)
+        .filter(|a| fake.ex.world().wallet(a).unwrap().total_equity() >= 1_000_000)
+        .collect();
+    assert!(whales.len() >= 5, "{} whales", whales.len());
+    let running = Running::start(tracker_with(&fake, store.clone(), |_| {}));
+    wait_until("every wallet served", Duration::from_secs(30), || async {
+        store
+            .latest_snapshot()
+            .unwrap()
+            .is_some_and(|m| store.load_snapshot(&m).unwrap().wallets.len() == 40)
+    })
+    .await;
+    running.stop().await;
+    // Time passes: every whale is due at the restart.
+    let entries: Vec<_> = store
+        .registry()
+        .unwrap()
+        .into_iter()
+        .map(|mut e| {
+            e.last_read_at = e.last_read_at.map(|t| t - time::Duration::minutes(10));
+            e
+        })
+        .collect();
+    store.save_registry(&entries).unwrap();
+    let before = store.latest_snapshot().unwrap().unwrap().version;
+    let restarted = time::OffsetDateTime::now_utc();
+    // A budget the price requests contend for with the reads.
+    let running = Running::start(tracker_with(&fake, store.clone(), |cfg| {
+        cfg.scan.weight_budget = 120;
+        cfg.scan.window = Duration::from_secs(2);
+    }));
+    wait_until(
+        "a publish after the restart",
+        Duration::from_secs(20),
+        || async { store.latest_snapshot().unwrap().unwrap().version > before },
+    )
+    .await;
+    // Every whale is served with what it holds at the first publish, and
+    // at the ones that follow while they are read again.
+    let first = store.latest_snapshot().unwrap().unwrap().version;
+    for w in &whales {
+        assert_eq!(
+            served_positions(&store, w),
+            Some(held(&fake, &store, w)),
+            "{w} at version {first}"
+        );
+    }
+    wait_until(
+        "every whale read again",
+        Duration::from_secs(30),
+        || async {
+            whales.iter().all(|w| {
+                registry_entry(&store, w)
+                    .and_then(|e| e.last_read_at)
+                    .is_some_and(|t| t > restarted)
+            })
+        },
+    )
+    .await;
+    let published = running.publishes();
+    wait_until(
+        "a publish of those reads",
+        Duration::from_secs(10),
+        || async { running.publishes() > published },
+    )
+    .await;
+    let tracker = running.stop().await;
+    for w in &whales {
+        assert_eq!(
+            served_positions(&store, w),
+            Some(held(&fake, &store, w)),
+            "{w}"
+        );
+    }
+    assert_eq!(
+        tracker.stats.reads_incomplete.load(Ordering::Relaxed),
+        0,
+        "no wallet is read before the marks are known"
+    );
+    let events = events_since(&store, epoch_ms(restarted));
+    assert!(events.is_empty(), "nothing changed, yet: {events:#?}");
+}
+
+/// Issue 37: listed wallets are due at once at a cold start.
+async fn a_cold_start_with_a_wallet_list_values_every_position(backend: Backend) {
+    let fake = fake_exchange::start(12, 0).await;
+    let (store, _db) = track_store(backend);
+    let listed: Vec<String> = (0..12).map(address).collect();
+    let running = Running::start(tracker_with(&fake, store.clone(), |cfg| {
+        cfg.leaderboard_url = None;
+        cfg.wallets = listed
+            .iter()
+            .map(|a| market_ingest::WalletEntry {
+                address: a.clone(),
+                label: Some(format!("listed {a}")),
+                tags: vec!["list".into()],
+            })
+            .collect();
+        cfg.scan.weight_budget = 120;
+        cfg.scan.window = Duration::from_secs(2);
+    }));
+    // The first publish that serves a listed wallet serves it whole.
+    let mut seen = HashSet::new();
+    let started = Instant::now();
+    while seen.len() < listed.len() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "served: {seen:?}"
+        );
+        for a in &listed {
+            if seen.contains(a) {
+                continue;
+            }
+            if let Some(positions) = served_positions(&store, a) {
+                assert_eq!(
+                    positions,
+                    held(&fake, &store, a),
+                    "{a} at its first publish"
+                );
+                seen.insert(a.clone());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tracker = running.stop().await;
+    assert_eq!(
+        tracker.stats.reads_incomplete.load(Ordering::Relaxed),
+        0,
+        "no wallet is read before the marks are known"
+    );
+    let events = events_since(&store, 0);
+    assert!(
+        events
+            .iter()
+            .all(|e| e["kind"] == "opened" && e["firstObservation"] == true),
+        "only first observations: {events:#?}"
+    );
+}
+
+/// Issue 37: the read a trade asked for was lost with a `kill -9`.
+async fn a_trade_just_before_kill_9_is_read_right_after_the_restart(backend: Backend) {
+    let fake = fake_exchange::start(10, 10).await;
+    let (store, db) = track_store(backend);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("track.log");
+    let dump = || std::fs::read_to_string(&log).unwrap_or_default();
+    let whale = address(0);
+    let mut track = spawn_track(&fake, db.url(), &log);
+    wait_until(
+        "the whale read and subscriptions made",
+        Duration::from_secs(30),
+        || async {
+            registry_entry(&store, &whale)
+                .and_then(|e| e.last_read_at)
+                .is_some()
+                && fake.ex.ws_subscriptions.load(Ordering::SeqCst) >= 5
+        },
+    )
+    .await;
+    // Right after a read (a trade asks for a read 15 s after the last one at
+    // the soonest): the trade, saved with the registry within a second, then
+    // kill -9 before its read.
+    let read = registry_entry(&store, &whale)
+        .unwrap()
+        .last_read_at
+        .unwrap();
+    fake.ex.trade("BTC", "1", &whale, &address(1));
+    wait_until("the trade saved", Duration::from_secs(5), || async {
+        registry_entry(&store, &whale)
+            .and_then(|e| e.last_trade_at)
+            .is_some_and(|t| t > read)
+    })
+    .await;
+    track.0.kill().unwrap();
+    track.0.wait().unwrap();
+    let killed = time::OffsetDateTime::now_utc();
+    assert_eq!(
+        registry_entry(&store, &whale).unwrap().last_read_at,
+        Some(read),
+        "killed before the read; log:\n{}",
+        dump()
+    );
+    let _track = spawn_track(&fake, db.url(), &log);
+    let took = wait_until(
+        "the whale read after the restart",
+        Duration::from_secs(40),
+        || async {
+            registry_entry(&store, &whale)
+                .and_then(|e| e.last_read_at)
+                .is_some_and(|t| t > read)
+        },
+    )
+    .await;
+    let at = registry_entry(&store, &whale)
+        .unwrap()
+        .last_read_at
+        .unwrap();
+    eprintln!(
+        "read {took:?} after the restart, {} s after the trade's read",
+        (at - read).whole_seconds()
+    );
+    // Its refresh (2 min) would come 120 s after the last read.
+    assert!(
+        at - read < time::Duration::seconds(60),
+        "read at {at}, killed at {killed}; log:\n{}",
+        dump()
+    );
+}
+
+/// Issue 37: a whale whose equity is mostly on a HIP-3 dex was tiered by
+/// its main-dex read alone.
+async fn a_whale_with_most_equity_on_a_hip3_dex_is_refreshed_as_a_whale(backend: Backend) {
+    let fake = fake_exchange::start(2, 0).await;
+    let h = format!("0x{}", "3b".repeat(20));
+    // 300k on the main dex, 900k on xyz: the leaderboard says 1.2M.
+    fake.ex.put_wallet(
+        &h,
+        FakeWallet {
+            account_value: 300_000,
+            positions: vec![
+                FakePosition {
+                    coin: "BTC".into(),
+                    lots: 100,
+                    entry: fake.ex.price("BTC"),
+                },
+                FakePosition {
+                    coin: "xyz:TSLA".into(),
+                    lots: 50_000,
+                    entry: fake.ex.price("xyz:TSLA"),
+                },
+            ],
+            hip3_equity: 900_000,
+        },
+    );
+    fake.ex.world().on_leaderboard.insert(h.clone());
+    let (store, _db) = track_store(backend);
+    let running = Running::start(tracker_with(&fake, store.clone(), |cfg| {
+        // Whales every 2 s, sharks every minute.
+        cfg.intervals.refresh[0] = time::Duration::seconds(2);
+        cfg.intervals.refresh[1] = time::Duration::seconds(60);
+        cfg.intervals.whale_deadline = time::Duration::seconds(3);
+    }));
+    wait_until("swept", Duration::from_secs(15), || async {
+        registry_entry(&store, &h)
+            .and_then(|e| e.last_sweep_at)
+            .is_some()
+    })
+    .await;
+    let entry = registry_entry(&store, &h).unwrap();
+    assert_eq!(entry.account_value.unwrap().to_string(), "1200000.0");
+    assert_eq!(entry.dexes, ["xyz"]);
+    let swept = entry.last_read_at.unwrap();
+    // Refreshed as a whale (every 2 s), its HIP-3 dex included.
+    wait_until("read again as a whale", Duration::from_secs(10), || async {
+        registry_entry(&store, &h)
+            .and_then(|e| e.last_read_at)
+            .is_some_and(|t| t >= swept + time::Duration::seconds(2))
+    })
+    .await;
+    running.stop().await;
+    assert_eq!(served_positions(&store, &h), Some(held(&fake, &store, &h)));
 }

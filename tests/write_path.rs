@@ -14,7 +14,7 @@
 //! the engine over them, the position events between consecutive published
 //! observations, and the days frozen at each UTC midnight.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use market_data_server::state::reload::{changed_snapshot, whole_snapshot};
@@ -80,8 +80,10 @@ struct Holdings {
 
 #[derive(Clone, Debug)]
 enum Step {
-    /// The tracker reads a wallet that holds this now (empty: it left).
-    Read(usize, Holdings),
+    /// The tracker reads a wallet that holds this now (empty: it left), on
+    /// every dex or on the main dex only (what it does for a wallet not
+    /// known on a HIP-3 dex).
+    Read(usize, Holdings, Dexes),
     /// The tracker reads a wallet before any mark is known (the race of a
     /// restart): a read that holds positions cannot value them.
     ReadWithoutMarks(usize, Holdings),
@@ -107,6 +109,15 @@ enum Step {
     CrashMidPublish,
 }
 
+/// Which dexes a read covers.
+#[derive(Clone, Copy, Debug)]
+enum Dexes {
+    /// Every dex (a sweep, a scan).
+    Every,
+    /// The main dex only.
+    Main,
+}
+
 /// How often the runs went down each path worth testing; a run that never
 /// does cannot pass (see [`model`]).
 #[derive(Default)]
@@ -116,6 +127,7 @@ struct Paths {
     incomplete_reads: std::sync::atomic::AtomicU32,
     held_back: std::sync::atomic::AtomicU32,
     rebased: std::sync::atomic::AtomicU32,
+    first_seen_on_a_dex: std::sync::atomic::AtomicU32,
     events: std::sync::atomic::AtomicU32,
     frozen_days: std::sync::atomic::AtomicU32,
 }
@@ -267,12 +279,28 @@ struct Seen {
     obs: Observed,
     analytics: Option<Analytics>,
     history: (WalletScanState, Vec<TrackedPosition>),
+    /// The dexes the wallet's published observation covered when the
+    /// tracker read it (its positions on other dexes are first observations).
+    published_covered: BTreeSet<String>,
 }
 
 impl Seen {
     fn empty(&self) -> bool {
         self.obs.positions.is_empty() && !bigdecimal::Signed::is_positive(&self.obs.account_value.0)
     }
+}
+
+/// Whether `seen` reads the dex of `symbol` and the wallet's published
+/// observation did not: its position there is a first observation.
+fn newly_read(seen: &Seen, symbol: &str) -> bool {
+    let dex = dex_of(symbol);
+    !seen.published_covered.contains(dex)
+        && seen.history.0.read_dexes.iter().flatten().any(|d| d == dex)
+}
+
+/// The dex of a coin (`""`: the main dex).
+fn dex_of(coin: &str) -> &str {
+    market_model::symbol::dex_of(coin).unwrap_or("")
 }
 
 /// The analytics history of a wallet: its scan state and followed positions.
@@ -289,8 +317,10 @@ struct Oracle {
     memory: HashMap<String, History>,
     /// Reads the tracker made since its last publish.
     pending: BTreeMap<String, Seen>,
+    /// The latest observation of each wallet as the tracker remembers it.
+    known: BTreeMap<String, Observed>,
     /// Wallets whose rows the database refuses.
-    refused: std::collections::BTreeSet<String>,
+    refused: BTreeSet<String>,
     /// Whether another writer (a scan) wrote the last version: the tracker
     /// goes on from it at its next publish.
     foreign: bool,
@@ -302,29 +332,76 @@ struct Oracle {
     frozen: BTreeMap<(Date, String), LiquidityDay>,
     /// Position events within retention.
     events: Vec<PositionEvent>,
+    /// Events of served wallets marked first observations (their dex newly read).
+    first_seen_on_a_dex: std::cell::Cell<u32>,
 }
 
 impl Oracle {
     /// A read of the tracker: its analytics continue the history the
     /// tracker remembers. A read that could not value a position is not
     /// taken at all.
-    fn read(&mut self, address: &str, obs: Observed) {
+    fn read(&mut self, address: &str, mut obs: Observed) {
         if !obs.is_complete() {
             return;
         }
+        // A read of some dexes keeps what the tracker knew of the others.
+        if let Some(known) = self.known.get(address) {
+            let unread = known
+                .positions
+                .iter()
+                .filter(|p| !obs.dexes.iter().any(|d| d == dex_of(&p.symbol)));
+            obs.positions.extend(unread.cloned().collect::<Vec<_>>());
+        }
+        let covered_before = self.covered(address);
         let before = self.memory.get(address);
-        let (state, follow, analytics) =
+        let (mut state, follow, analytics) =
             follow_positions(address, before.map(|h| &h.0), before.map(|h| &h.1), &obs);
+        let covered: BTreeSet<String> = covered_before.iter().chain(&obs.dexes).cloned().collect();
+        state.read_dexes = Some(covered.into_iter().collect());
         self.memory
             .insert(address.to_owned(), (state.clone(), follow.clone()));
+        self.known.insert(address.to_owned(), obs.clone());
+        let published_covered = match self.pending.get(address) {
+            Some(seen) => seen.published_covered.clone(),
+            None => covered_before,
+        };
         self.pending.insert(
             address.to_owned(),
             Seen {
                 obs,
                 analytics,
                 history: (state, follow),
+                published_covered,
             },
         );
+    }
+
+    /// The dexes the tracker takes a wallet's observation to cover: as
+    /// stored with its history, else the main dex and its positions' dexes.
+    fn covered(&self, address: &str) -> BTreeSet<String> {
+        match self
+            .memory
+            .get(address)
+            .and_then(|h| h.0.read_dexes.as_ref())
+        {
+            Some(d) => d.iter().cloned().collect(),
+            None => self.known.get(address).map_or_else(BTreeSet::new, |o| {
+                std::iter::once(String::new())
+                    .chain(o.positions.iter().map(|p| dex_of(&p.symbol).to_owned()))
+                    .collect()
+            }),
+        }
+    }
+
+    /// What the tracker remembers after it restores from the store: the
+    /// stored histories and the served observations.
+    fn restore(&mut self) {
+        self.memory = self.stored.clone();
+        self.known = self
+            .served
+            .iter()
+            .map(|(a, s)| (a.clone(), s.obs.clone()))
+            .collect();
     }
 
     /// A publish of the tracker, applied when `applied` (else the connection
@@ -334,15 +411,19 @@ impl Oracle {
     /// except the reads of refused wallets, which wait.
     fn publish(&mut self, at: OffsetDateTime, applied: bool) {
         if std::mem::take(&mut self.foreign) {
-            self.memory = self.stored.clone();
             let pending = std::mem::take(&mut self.pending);
-            for (address, seen) in pending {
+            let tracker_memory = std::mem::take(&mut self.memory);
+            self.restore();
+            for (address, mut seen) in pending {
                 let superseded = self
                     .served
                     .get(&address)
                     .is_some_and(|s| s.obs.observed_at >= seen.obs.observed_at);
                 if !superseded {
-                    self.memory.insert(address.clone(), seen.history.clone());
+                    seen.published_covered = self.covered(&address);
+                    self.memory
+                        .insert(address.clone(), tracker_memory[&address].clone());
+                    self.known.insert(address.clone(), seen.obs.clone());
                     self.pending.insert(address, seen);
                 }
             }
@@ -379,8 +460,10 @@ impl Oracle {
         let mut written = Vec::new();
         for (address, obs) in listed {
             let before = self.stored.get(&address);
-            let (state, follow, analytics) =
+            let (mut state, follow, analytics) =
                 follow_positions(&address, before.map(|h| &h.0), before.map(|h| &h.1), &obs);
+            // A scan reads every dex.
+            state.read_dexes = Some(DEXES.iter().map(|d| d.to_string()).collect());
             stored.insert(address.clone(), (state.clone(), follow.clone()));
             written.push((
                 address,
@@ -388,6 +471,8 @@ impl Oracle {
                     obs,
                     analytics,
                     history: (state, follow),
+                    // A scan's events compare with what is served only.
+                    published_covered: DEXES.iter().map(|d| d.to_string()).collect(),
                 },
             ));
         }
@@ -402,7 +487,7 @@ impl Oracle {
     /// stored; the reopened store takes every row again.
     fn crash(&mut self) {
         self.pending.clear();
-        self.memory = self.stored.clone();
+        self.restore();
         self.foreign = false;
         self.refused.clear();
     }
@@ -429,8 +514,7 @@ impl Oracle {
                     .collect()
             };
             let (prev, next) = (by_symbol(before), by_symbol(Some(seen)));
-            let symbols: std::collections::BTreeSet<&String> =
-                prev.keys().chain(next.keys()).collect();
+            let symbols: BTreeSet<&String> = prev.keys().chain(next.keys()).collect();
             for symbol in symbols {
                 let (p, n) = (prev.get(symbol), next.get(symbol));
                 let near = p.is_some_and(|p| near_liquidation(&p.mark_price, p.liq_price.as_ref()));
@@ -438,6 +522,9 @@ impl Oracle {
                 else {
                     continue;
                 };
+                if before.is_some() && newly_read(seen, symbol) {
+                    self.first_seen_on_a_dex.set(self.first_seen_on_a_dex.get() + 1);
+                }
                 events.push(PositionEvent {
                     observed_at: at,
                     address: address.clone(),
@@ -445,7 +532,7 @@ impl Oracle {
                     tags: Vec::new(),
                     symbol: symbol.clone(),
                     kind,
-                    first_observation: before.is_none(),
+                    first_observation: before.is_none() || newly_read(seen, symbol),
                     previous_direction: p.map(|p| p.direction),
                     direction: n.map(|n| n.direction),
                     previous_size: p.map_or_else(Decimal::zero, |p| p.size.clone()),
@@ -615,17 +702,25 @@ impl Tracker {
 }
 
 fn read(world: &World, address: &str) -> Result<Observed, String> {
-    read_with(world, address, &World::marks())
+    read_with(world, address, &World::marks(), Dexes::Every)
 }
 
-fn read_with(world: &World, address: &str, marks: &Marks) -> Result<Observed, String> {
+fn read_with(
+    world: &World,
+    address: &str,
+    marks: &Marks,
+    which: Dexes,
+) -> Result<Observed, String> {
     let cfg = ScanConfig {
         retries: 0,
         weight_budget: 1_000_000,
         ..ScanConfig::default()
     };
     let fetcher = Fetcher::new(world, &cfg);
-    let dexes: Vec<String> = DEXES.iter().map(|d| d.to_string()).collect();
+    let dexes: Vec<String> = match which {
+        Dexes::Every => DEXES.iter().map(|d| d.to_string()).collect(),
+        Dexes::Main => vec![String::new()],
+    };
     observe_wallet(&fetcher, address, &dexes, marks, world.now())
 }
 
@@ -644,18 +739,18 @@ fn run(backend: Backend, steps: &[Step], paths: &Paths) -> Result<(), TestCaseEr
             freshness: wallet_freshness(now, std::iter::empty()),
         };
         match step {
-            Step::Read(w, holdings) | Step::ReadWithoutMarks(w, holdings) => {
+            Step::Read(w, holdings, _) | Step::ReadWithoutMarks(w, holdings) => {
                 let a = address(*w);
                 world
                     .accounts
                     .lock()
                     .unwrap()
                     .insert(a.clone(), holdings.clone());
-                let marks = match step {
-                    Step::Read(..) => World::marks(),
-                    _ => Marks::default(),
+                let (marks, which) = match step {
+                    Step::Read(_, _, which) => (World::marks(), *which),
+                    _ => (Marks::default(), Dexes::Every),
                 };
-                let obs = read_with(&world, &a, &marks).map_err(TestCaseError::fail)?;
+                let obs = read_with(&world, &a, &marks, which).map_err(TestCaseError::fail)?;
                 let applied =
                     sut.book
                         .lock()
@@ -832,6 +927,9 @@ fn check(sut: &mut Tracker, oracle: &Oracle, n: usize, paths: &Paths) -> Result<
     if !oracle.events.is_empty() {
         took(&paths.events);
     }
+    if oracle.first_seen_on_a_dex.get() > 0 {
+        took(&paths.first_seen_on_a_dex);
+    }
     if !oracle.frozen.is_empty() {
         took(&paths.frozen_days);
     }
@@ -905,7 +1003,8 @@ fn holdings() -> impl Strategy<Value = Holdings> {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        12 => (0..POOL, holdings()).prop_map(|(w, h)| Step::Read(w, h)),
+        9 => (0..POOL, holdings()).prop_map(|(w, h)| Step::Read(w, h, Dexes::Every)),
+        3 => (0..POOL, holdings()).prop_map(|(w, h)| Step::Read(w, h, Dexes::Main)),
         2 => (0..POOL, holdings()).prop_map(|(w, h)| Step::ReadWithoutMarks(w, h)),
         1 => (0..POOL).prop_map(Step::ReadFails),
         8 => Just(Step::Publish),
@@ -956,6 +1055,10 @@ fn model(backend: Backend, cases: u32) {
         ("a read refused for want of marks", &p.incomplete_reads),
         ("a wallet held back", &p.held_back),
         ("a tracker going on from a scan", &p.rebased),
+        (
+            "a position first seen on a dex newly read",
+            &p.first_seen_on_a_dex,
+        ),
         ("position events", &p.events),
         ("days frozen at midnight", &p.frozen_days),
     ] {

@@ -327,6 +327,13 @@ pub struct IngestMetrics {
     tier_oldest: IntGaugeVec,
     discovered: IntCounter,
     publishes: IntCounterVec,
+    publishes_failed: IntCounter,
+    publish_age: Gauge,
+    held_back: IntGauge,
+    incomplete_reads: IntCounter,
+    candle_requests: IntCounter,
+    spot_trades: IntCounter,
+    members: IntCounterVec,
     scrape: Mutex<()>,
 }
 
@@ -410,6 +417,42 @@ impl IngestMetrics {
                 "Data versions published by the tracker, by result: `ok` or `failed`.",
                 &["result"],
             ),
+            publishes_failed: counter(
+                &r,
+                "market_data_tracker_publishes_failed_total",
+                "Publishes that wrote nothing (database unreachable, market context missing, another writer first); the served data stays on the last version.",
+            ),
+            publish_age: gauge(
+                &r,
+                "market_data_tracker_last_publish_age_seconds",
+                "Seconds since the last publish that was applied (since start before the first): alert when it exceeds a few publish intervals.",
+            ),
+            held_back: int_gauge(
+                &r,
+                "market_data_tracker_held_back_wallets",
+                "Wallets whose last read the database refused: served as last published and tried again later (the log says why).",
+            ),
+            incomplete_reads: counter(
+                &r,
+                "market_data_tracker_incomplete_reads_total",
+                "Wallet reads not used because a position was in an asset without a mark (the wallet is read again after the dexes).",
+            ),
+            candle_requests: counter(
+                &r,
+                "market_data_tracker_candle_requests_total",
+                "candleSnapshot requests of the tracker (one every 10 s at most).",
+            ),
+            spot_trades: counter(
+                &r,
+                "market_data_tracker_spot_trades_total",
+                "Spot trades in the node's trade files, skipped (they find no perp wallet).",
+            ),
+            members: counter_vec(
+                &r,
+                "market_data_ingest_account_state_members_total",
+                "Account-state members that differ from the documented format without refusing the state: `unknown` (ignored) or `missing` (an optional member; its documented fallback is used), by member path.",
+                &["case", "member"],
+            ),
             registry: r,
             scrape: Mutex::new(()),
         }
@@ -427,6 +470,19 @@ impl IngestMetrics {
         let mut ok = c.wallets_ok.load(Relaxed);
         let mut failed = c.wallets_failed.load(Relaxed);
         let mut last = c.last_version_at.load(Relaxed) as f64;
+        for ((case, member), n) in c
+            .field_cases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            sync_counter(
+                &self
+                    .members
+                    .with_label_values(&[case.as_str(), member.as_str()]),
+                *n,
+            );
+        }
         if let Some(tracker) = &self.tracker {
             let s = &tracker.stats;
             ok += s.reads_ok.load(Relaxed);
@@ -440,7 +496,18 @@ impl IngestMetrics {
                 &self.publishes.with_label_values(&["failed"]),
                 s.publish_failures.load(Relaxed),
             );
-            last = last.max(s.last_publish_at.load(Relaxed) as f64);
+            sync_counter(&self.publishes_failed, s.publish_failures.load(Relaxed));
+            self.held_back.set(s.held_back.load(Relaxed) as i64);
+            sync_counter(&self.incomplete_reads, s.reads_incomplete.load(Relaxed));
+            sync_counter(&self.candle_requests, s.candle_requests.load(Relaxed));
+            sync_counter(&self.spot_trades, s.spot_trades.load(Relaxed));
+            let published = s.last_publish_at.load(Relaxed) as f64;
+            self.publish_age.set(if published > 0.0 {
+                (now - published).max(0.0)
+            } else {
+                started.elapsed().as_secs_f64()
+            });
+            last = last.max(published);
             for (tier, f) in market_tracker::Tier::ALL.iter().zip(tracker.freshness()) {
                 let name = [tier.name()];
                 self.tier_wallets

@@ -328,6 +328,8 @@ pub struct Observed {
     pub observed_at: OffsetDateTime,
     /// The dexes (by name, `""` the main dex) that held equity or a position.
     pub active_dexes: Vec<String>,
+    /// The dexes read, in the order read.
+    pub dexes: Vec<String>,
     /// Coins of positions that could not be valued: no mark is known for
     /// them (an asset listed since the marks were read, or marks not loaded
     /// yet). A read with any is incomplete: it must not be taken for the
@@ -643,6 +645,8 @@ pub fn run_scan_at(
                     &obs,
                 );
                 input.analytics = analytics;
+                let mut state = state;
+                state.read_dexes = Some(sorted(&dex_names));
                 wallet_states.push(state);
                 tracked_out.extend(follow);
                 positions.extend(obs.positions);
@@ -744,6 +748,14 @@ pub fn run_scan_at(
         Ordering::Relaxed,
     );
     Ok(report)
+}
+
+/// `dexes`, sorted (the form stored as a wallet's read dexes).
+pub fn sorted(dexes: &[String]) -> Vec<String> {
+    let mut d = dexes.to_vec();
+    d.sort();
+    d.dedup();
+    d
 }
 
 /// Follows a wallet's positions from the previous scan to this one: closes
@@ -869,6 +881,7 @@ pub fn observe_wallet(
         positions,
         observed_at,
         active_dexes,
+        dexes: dexs.to_vec(),
         unvalued,
     })
 }

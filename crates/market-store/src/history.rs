@@ -234,6 +234,9 @@ pub(crate) struct Observation<'a> {
     pub full: bool,
     /// Whether to derive position events against the open rows.
     pub events: bool,
+    /// Per written wallet, the dexes this observation reads and the previous
+    /// one did not: a position there is a first observation, not an opening.
+    pub newly_read: &'a [(String, Vec<String>)],
 }
 
 /// Records an observation: its market and wallet points and, when asked,
@@ -475,6 +478,17 @@ fn derive_events(
         .iter()
         .map(|w| (w.address.as_str(), w))
         .collect();
+    let newly_read: HashMap<&str, &[String]> = obs
+        .newly_read
+        .iter()
+        .map(|(a, d)| (a.as_str(), d.as_slice()))
+        .collect();
+    let first_seen_there = |address: &str, symbol: &str| {
+        let dex = market_model::symbol::dex_of(symbol).unwrap_or("");
+        newly_read
+            .get(address)
+            .is_some_and(|d| d.iter().any(|n| n == dex))
+    };
     let prices: HashMap<&str, &Decimal> = obs
         .markets
         .iter()
@@ -523,7 +537,8 @@ fn derive_events(
                 tags: w.tags.clone(),
                 symbol: symbol.to_owned(),
                 kind,
-                first_observation: !served.contains(&w.address),
+                first_observation: !served.contains(&w.address)
+                    || first_seen_there(&w.address, symbol),
                 previous_direction: prev_holding.as_ref().map(|h| h.direction),
                 direction: next_holding.as_ref().map(|h| h.direction),
                 previous_size: prev_holding.map_or_else(Decimal::zero, |h| h.size),

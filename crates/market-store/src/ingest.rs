@@ -37,6 +37,10 @@ pub struct WalletScanState {
     pub win_count: i32,
     /// Timed closes per holding class (scalper, day, swing, position).
     pub held: [i32; 4],
+    /// The dexes its observation covers (`""` the main dex), sorted; `None`
+    /// when not recorded. A position first seen on a dex it did not cover is
+    /// a first observation, not an opening.
+    pub read_dexes: Option<Vec<String>>,
 }
 
 /// An open position followed from scan to scan.
@@ -102,11 +106,16 @@ impl Store {
             i32,
             i32,
             i32,
+            Option<String>,
         );
         let rows: Vec<Row> = scanned_wallets::table.load(&mut *conn)?;
-        Ok(rows
-            .into_iter()
+        rows.into_iter()
             .map(|r| {
+                let read_dexes =
+                    r.12.as_deref()
+                        .map(serde_json::from_str)
+                        .transpose()
+                        .map_err(|e| StoreError::Corrupt(format!("read dexes of {}: {e}", r.0)))?;
                 let state = WalletScanState {
                     address: r.0.clone(),
                     missed_scans: r.1,
@@ -117,10 +126,11 @@ impl Store {
                     closed_count: r.6,
                     win_count: r.7,
                     held: [r.8, r.9, r.10, r.11],
+                    read_dexes,
                 };
-                (r.0, state)
+                Ok((r.0, state))
             })
-            .collect())
+            .collect()
     }
 
     /// Open positions being followed, by wallet.
@@ -254,6 +264,10 @@ pub(crate) fn insert_wallet_states(
                 scanned_wallets::held_day.eq(s.held[1]),
                 scanned_wallets::held_swing.eq(s.held[2]),
                 scanned_wallets::held_position.eq(s.held[3]),
+                scanned_wallets::read_dexes.eq(s
+                    .read_dexes
+                    .as_ref()
+                    .map(|d| serde_json::to_string(d).expect("strings serialize"))),
             )
         })
         .collect();

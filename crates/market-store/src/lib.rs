@@ -955,6 +955,7 @@ pub(crate) fn insert_snapshot(
             positions: snap.positions,
             full: true,
             events: derive_events,
+            newly_read: &[],
         },
     )?;
     // A full version replaces every open wallet and position row.

@@ -192,6 +192,10 @@ pub struct PublishWrite<'a> {
     /// Followed positions of the wallets of `wallet_states` (they replace
     /// theirs).
     pub tracked: &'a [TrackedPosition],
+    /// Per changed wallet, the dexes this version reads and the previous one
+    /// did not (a sweep's first look at them): the positions found there are
+    /// first observations in the position events, not openings.
+    pub newly_read: &'a [(String, Vec<String>)],
     /// Registry entries to save with this version.
     pub registry: &'a [RegistryEntry],
     /// Freshness of every tracked wallet as of `observed_at`.
@@ -297,6 +301,7 @@ impl Store {
                 positions: p.changed_positions,
                 full: false,
                 events: true,
+                newly_read: p.newly_read,
             },
         )?;
         let touched: Vec<&str> = p

@@ -188,6 +188,7 @@ diesel::table! {
         held_day -> Integer,
         held_swing -> Integer,
         held_position -> Integer,
+        read_dexes -> Nullable<Text>,
     }
 }
 

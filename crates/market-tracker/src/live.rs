@@ -9,6 +9,11 @@ use bigdecimal::{BigDecimal, Zero};
 use market_engine::WalletInput;
 use market_ingest::scan::{follow_positions, wallet_input_from, Observed};
 use market_model::MarketPosition;
+
+/// The dex of a coin: `xyz` for `xyz:TSLA`, `""` (the main dex) for `BTC`.
+fn dex_of(coin: &str) -> &str {
+    market_model::symbol::dex_of(coin).unwrap_or("")
+}
 use market_store::{Store, StoreError, TrackedPosition, WalletScanState};
 
 use crate::publish::Base;
@@ -46,6 +51,18 @@ pub(crate) struct Pending {
     /// What the last published version knows of it (`None`: nothing), served
     /// while its new read is held back.
     pub(crate) published: Option<LiveWallet>,
+    /// The dexes the published observation covers.
+    pub(crate) published_covered: BTreeSet<String>,
+}
+
+/// A read a publish wrote: the wallet, the read's number, what was written
+/// and the dexes it covers.
+#[derive(Clone, Debug)]
+pub(crate) struct Written {
+    pub(crate) address: String,
+    pub(crate) read: u64,
+    pub(crate) wallet: LiveWallet,
+    pub(crate) covered: BTreeSet<String>,
 }
 
 /// The tracker's memory of every wallet it has read.
@@ -122,6 +139,7 @@ impl Book {
                 continue;
             }
             pending.published = stored.wallets.get(&address).cloned();
+            pending.published_covered = stored.covered(&address);
             stored.wallets.insert(address.clone(), latest);
             if let Some(s) = self.states.remove(&address) {
                 stored.states.insert(address.clone(), s);
@@ -139,28 +157,46 @@ impl Book {
     /// analytics), and keeps the observation for the next publish. A read
     /// that could not value every position is refused whole (it would close
     /// the positions it lacks, invent realized PnL and serve the wallet
-    /// without them): the book keeps what it knew.
+    /// without them): the book keeps what it knew. A read of some dexes says
+    /// nothing of the others: the positions known there are kept.
     pub fn apply_read(
         &mut self,
         address: &str,
         label: Option<String>,
         tags: Vec<String>,
-        obs: Observed,
+        mut obs: Observed,
     ) -> Result<(), Incomplete> {
         if !obs.is_complete() {
             return Err(Incomplete {
                 coins: obs.unvalued,
             });
         }
-        let (state, follow, analytics) = follow_positions(
+        let covered_before = self.covered(address);
+        let previous = self.wallets.remove(address);
+        if let Some(previous) = &previous {
+            let read = |p: &MarketPosition| obs.dexes.iter().any(|d| d == dex_of(&p.symbol));
+            let unread: Vec<MarketPosition> = previous
+                .positions
+                .iter()
+                .filter(|p| !read(p))
+                .cloned()
+                .collect();
+            obs.positions.extend(unread);
+        }
+        let (mut state, follow, analytics) = follow_positions(
             address,
             self.states.get(address),
             self.tracked.get(address),
             &obs,
         );
+        let covered: BTreeSet<String> = covered_before
+            .iter()
+            .cloned()
+            .chain(obs.dexes.iter().cloned())
+            .collect();
+        state.read_dexes = Some(covered.into_iter().collect());
         self.states.insert(address.to_owned(), state);
         self.tracked.insert(address.to_owned(), follow);
-        let previous = self.wallets.remove(address);
         let input = WalletInput {
             address: address.to_owned(),
             label,
@@ -182,6 +218,7 @@ impl Book {
             .or_insert(Pending {
                 read,
                 published: previous,
+                published_covered: covered_before,
             });
         self.wallets.insert(
             address.to_owned(),
@@ -191,6 +228,21 @@ impl Book {
             },
         );
         Ok(())
+    }
+
+    /// The dexes a wallet's observation covers: as recorded with its scan
+    /// state, else (recorded before that was) the main dex and the dexes of
+    /// its positions; nothing for a wallet never observed.
+    pub(crate) fn covered(&self, address: &str) -> BTreeSet<String> {
+        if let Some(d) = self.states.get(address).and_then(|s| s.read_dexes.as_ref()) {
+            return d.iter().cloned().collect();
+        }
+        let Some(w) = self.wallets.get(address) else {
+            return BTreeSet::new();
+        };
+        std::iter::once(String::new())
+            .chain(w.positions.iter().map(|p| dex_of(&p.symbol).to_owned()))
+            .collect()
     }
 
     /// Wallets read since the last publish.
@@ -213,16 +265,18 @@ impl Book {
             })
     }
 
-    /// Marks the reads of `published` (address, read number, what was
-    /// written) as published; a wallet read again meanwhile stays pending,
-    /// its published copy now the one written.
-    pub(crate) fn published(&mut self, published: Vec<(String, u64, LiveWallet)>) {
-        for (address, read, written) in published {
-            match self.pending.get_mut(&address) {
-                Some(p) if p.read == read => {
-                    self.pending.remove(&address);
+    /// Marks the reads of `published` as published; a wallet read again
+    /// meanwhile stays pending, its published copy now the one written.
+    pub(crate) fn published(&mut self, published: Vec<Written>) {
+        for w in published {
+            match self.pending.get_mut(&w.address) {
+                Some(p) if p.read == w.read => {
+                    self.pending.remove(&w.address);
                 }
-                Some(p) => p.published = Some(written),
+                Some(p) => {
+                    p.published = Some(w.wallet);
+                    p.published_covered = w.covered;
+                }
                 None => {}
             }
         }

@@ -23,7 +23,7 @@ use market_store::{
 };
 use time::{Duration, OffsetDateTime};
 
-use crate::live::{Book, LiveWallet};
+use crate::live::{Book, Written};
 
 /// What the previous publish wrote: the base the next one's changes are
 /// computed against.
@@ -288,6 +288,7 @@ impl Publisher {
             candles: &batches,
             wallet_states: &changes.states,
             tracked: &changes.tracked,
+            newly_read: &changes.newly_read,
             registry: if extras { &input.registry } else { &[] },
             freshness: &input.freshness,
             coverage: &changes.coverage,
@@ -299,8 +300,8 @@ impl Publisher {
         let version = store.publish(&write, &mut |_, _, _| {})?;
         drop(batches);
         let mut published = changes.counts(version, extras);
-        for (address, _, _) in &changes.written {
-            self.held_back.remove(address);
+        for w in &changes.written {
+            self.held_back.remove(&w.address);
         }
         let mut book = lock(book);
         book.published(changes.written);
@@ -341,8 +342,11 @@ struct Changes {
     states: Vec<WalletScanState>,
     /// Their followed positions.
     tracked: Vec<TrackedPosition>,
-    /// The reads it publishes: address, read number, what is written.
-    written: Vec<(String, u64, LiveWallet)>,
+    /// The reads it publishes.
+    written: Vec<Written>,
+    /// Per wallet written, the dexes it reads that its published
+    /// observation did not cover.
+    newly_read: Vec<(String, Vec<String>)>,
 }
 
 impl Changes {
@@ -369,16 +373,29 @@ impl Changes {
                 positions.extend(w.positions.iter().filter(|p| quoted(&p.symbol)).cloned());
             }
         }
-        let written: Vec<(String, u64, LiveWallet)> = include
-            .iter()
-            .filter_map(|a| {
-                Some((
-                    a.clone(),
-                    book.pending.get(a)?.read,
-                    book.wallets.get(a)?.clone(),
-                ))
-            })
-            .collect();
+        let mut written = Vec::new();
+        let mut newly_read = Vec::new();
+        for a in include {
+            let (Some(pending), Some(wallet)) = (book.pending.get(a), book.wallets.get(a)) else {
+                continue;
+            };
+            let covered = book.covered(a);
+            if pending.published.is_some() {
+                let new: Vec<String> = covered
+                    .difference(&pending.published_covered)
+                    .cloned()
+                    .collect();
+                if !new.is_empty() {
+                    newly_read.push((a.clone(), new));
+                }
+            }
+            written.push(Written {
+                address: a.clone(),
+                read: pending.read,
+                wallet: wallet.clone(),
+                covered,
+            });
+        }
         let states: Vec<WalletScanState> = include
             .iter()
             .filter_map(|a| book.states.get(a).cloned())
@@ -448,6 +465,7 @@ impl Changes {
             states,
             tracked,
             written,
+            newly_read,
         })
     }
 

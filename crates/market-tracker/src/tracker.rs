@@ -250,6 +250,8 @@ impl Tracker {
             }
             self.main_loop(&fetcher, rx);
         });
+        // After every thread: a read that was in flight at the stop is saved too.
+        self.save_registry();
     }
 
     fn leaderboard_loop(&self, url: &str, tx: Sender<Discovery>) {
@@ -529,7 +531,6 @@ impl Tracker {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        self.save_registry();
     }
 
     fn save_registry(&self) {

@@ -32,7 +32,36 @@ pub struct FakeWallet {
     pub account_value: u64,
     /// Open positions, at most one per coin.
     pub positions: Vec<FakePosition>,
+    /// Equity on each HIP-3 dex it holds a position on, whole USD.
+    pub hip3_equity: u64,
 }
+
+impl FakeWallet {
+    /// A wallet with `account_value` on the main dex and the usual 1,000
+    /// USD of margin on each HIP-3 dex it holds a position on.
+    pub fn new(account_value: u64, positions: Vec<FakePosition>) -> FakeWallet {
+        FakeWallet {
+            account_value,
+            positions,
+            hip3_equity: 1_000,
+        }
+    }
+
+    /// Its equity over every dex, as the leaderboard reports it.
+    pub fn total_equity(&self) -> u64 {
+        let dexes: HashSet<&str> = self
+            .positions
+            .iter()
+            .map(|p| dex_of(&p.coin))
+            .filter(|d| !d.is_empty())
+            .collect();
+        self.account_value + self.hip3_equity * dexes.len() as u64
+    }
+}
+
+/// One change of a wallet's position in a coin: (epoch ms, address, coin,
+/// lots before, lots after).
+pub type PositionChange = (i64, String, String, i64, i64);
 
 /// Dexes and coins of the small world of [`start`]; the main dex is `""`.
 pub const DEXES: [(&str, &[&str]); 2] = [("", &["BTC", "ETH", "SOL"]), ("xyz", &["xyz:TSLA"])];
@@ -81,6 +110,16 @@ pub struct World {
     index: HashMap<String, usize>,
     /// Addresses the leaderboard lists.
     pub on_leaderboard: HashSet<String>,
+    /// Addresses whose account states leave out the members the exchange
+    /// has not always sent (`cumFunding`, `returnOnEquity`) and carry one it
+    /// does not document: the client must take them.
+    pub sparse: HashSet<String>,
+    /// Addresses that trade but hold nothing (round trips, no equity): each
+    /// of their reads is empty.
+    pub flat: Vec<String>,
+    /// Every position change since the world was built.
+    pub journal: Vec<PositionChange>,
+    journaling: bool,
 }
 
 impl World {
@@ -104,10 +143,7 @@ impl World {
             None => {
                 self.index.insert(address.to_owned(), self.wallets.len());
                 self.wallets.push((address.to_owned(), wallet.clone()));
-                FakeWallet {
-                    account_value: 0,
-                    positions: Vec::new(),
-                }
+                FakeWallet::new(0, Vec::new())
             }
         };
         for p in &old.positions {
@@ -116,6 +152,37 @@ impl World {
         for p in &wallet.positions {
             self.count(&p.coin, p.lots, 1);
         }
+        if self.journaling {
+            let lots = |w: &FakeWallet, coin: &str| {
+                w.positions
+                    .iter()
+                    .find(|p| p.coin == coin)
+                    .map_or(0, |p| p.lots)
+            };
+            let coins: std::collections::BTreeSet<&str> = old
+                .positions
+                .iter()
+                .chain(&wallet.positions)
+                .map(|p| p.coin.as_str())
+                .collect();
+            for coin in coins {
+                let (before, after) = (lots(&old, coin), lots(&wallet, coin));
+                if before != after {
+                    self.journal.push((
+                        now_ms(),
+                        address.to_owned(),
+                        coin.to_owned(),
+                        before,
+                        after,
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Starts recording position changes (after the world is built).
+    pub fn start_journal(&mut self) {
+        self.journaling = true;
     }
 
     fn count(&mut self, coin: &str, lots: i64, sign: i64) {
@@ -183,6 +250,7 @@ impl World {
     }
 
     fn state(&self, user: &str, dex: &str) -> Value {
+        let sparse = self.sparse.contains(user);
         let Some(w) = self.wallet(user) else {
             return json!({"marginSummary": {"accountValue": "0.0", "totalNtlPos": "0.0", "totalRawUsd": "0.0", "totalMarginUsed": "0.0"}, "assetPositions": [], "time": now_ms()});
         };
@@ -204,14 +272,22 @@ impl World {
                 } else {
                     p.entry * 3 / 2
                 };
-                json!({"type": "oneWay", "position": {
+                let mut position = json!({
                     "coin": p.coin, "szi": lots(size), "entryPx": cents(p.entry as i128),
                     "positionValue": ten_thousandths(value), "unrealizedPnl": ten_thousandths(upnl),
                     "returnOnEquity": "0.1", "liquidationPx": cents(liq as i128),
                     "marginUsed": ten_thousandths(value / 10),
                     "leverage": {"type": "cross", "value": 10},
                     "cumFunding": {"allTime": "0.0", "sinceOpen": "1.5", "sinceChange": "0.0"},
-                    "maxLeverage": 40}})
+                    "maxLeverage": 40});
+                if sparse {
+                    // As older answers and some SDK fixtures have it.
+                    let members = position.as_object_mut().expect("an object");
+                    members.remove("cumFunding");
+                    members.remove("returnOnEquity");
+                    members.insert("liquidationMode".into(), json!("cross"));
+                }
+                json!({"type": "oneWay", "position": position})
             })
             .collect();
         // The main dex holds the account; a HIP-3 dex holds its positions' margin.
@@ -220,7 +296,7 @@ impl World {
         } else if mine.is_empty() {
             0
         } else {
-            1_000
+            w.hip3_equity
         };
         json!({"marginSummary": {"accountValue": format!("{equity}.0"), "totalNtlPos": "0.0", "totalRawUsd": "0.0", "totalMarginUsed": "0.0"},
                "crossMarginSummary": {"accountValue": format!("{equity}.0")},
@@ -232,7 +308,7 @@ impl World {
             .wallets
             .iter()
             .filter(|(a, _)| self.on_leaderboard.contains(a))
-            .map(|(a, w)| json!({"ethAddress": a, "accountValue": format!("{}.0", w.account_value),
+            .map(|(a, w)| json!({"ethAddress": a, "accountValue": format!("{}.0", w.total_equity()),
                 "windowPerformances": [["day", {"pnl": "1.0", "roi": "0.01", "vlm": "100.0"}], ["week", {"pnl": "1.5", "roi": "0.015", "vlm": "700.0"}],
                                        ["month", {"pnl": "1.8", "roi": "0.018", "vlm": "3000.0"}], ["allTime", {"pnl": "2.0", "roi": "0.02", "vlm": "200.0"}]],
                 "prize": 0, "displayName": null}))
@@ -240,13 +316,18 @@ impl World {
         json!({ "leaderboardRows": rows })
     }
 
+    /// Addresses holding 1,000,000 USD or more over every dex.
+    pub fn whales(&self) -> Vec<&str> {
+        self.wallets
+            .iter()
+            .filter(|(_, w)| w.total_equity() >= 1_000_000)
+            .map(|(a, _)| a.as_str())
+            .collect()
+    }
+
     /// What the simulation holds: wallets, whales and open interest in USD.
     pub fn truth(&self) -> Value {
-        let whales = self
-            .wallets
-            .iter()
-            .filter(|(_, w)| w.account_value >= 1_000_000)
-            .count();
+        let whales = self.whales().len();
         let mut total: i128 = 0;
         let markets: BTreeMap<&String, String> = self
             .prices
@@ -359,14 +440,9 @@ impl Exchange {
                     entry: 35_000,
                 });
             }
-            world.put_wallet(
-                &address(i),
-                FakeWallet {
-                    account_value: value,
-                    positions,
-                },
-            );
+            world.put_wallet(&address(i), FakeWallet::new(value, positions));
         }
+        world.start_journal();
         Arc::new(Exchange {
             world: Mutex::new(world),
             ..Exchange::default()
@@ -397,25 +473,42 @@ impl Exchange {
         let mut world = World::new(dexes, prices);
         for i in 0..cfg.wallets {
             let value = pareto(&mut rng);
-            let positions = random_positions(&world, &mut rng, value, cfg.max_positions);
-            world.put_wallet(
-                &address(i),
-                FakeWallet {
-                    account_value: value,
-                    positions,
-                },
-            );
+            let mut positions = random_positions(&world, &mut rng, value, cfg.max_positions);
+            let mut wallet = FakeWallet::new(value, Vec::new());
+            // One whale in ten keeps most of its equity on a HIP-3 dex: a
+            // read of the main dex alone sees a shark.
+            if value >= 1_000_000 && i % 10 == 3 && world.dexes.len() > 1 {
+                let coin = world.dexes[1].1[0].clone();
+                positions.retain(|p| p.coin != coin);
+                let px = world.prices[&coin];
+                let lots = ((value as f64 * 0.5) * 10_000.0 / px as f64) as i64;
+                positions.push(FakePosition {
+                    coin,
+                    lots: lots.max(1),
+                    entry: px,
+                });
+                wallet.account_value = value / 3;
+                wallet.hip3_equity = value - value / 3;
+            }
+            wallet.positions = positions;
+            world.put_wallet(&address(i), wallet);
+            if cfg.sparse_every > 0 && i % cfg.sparse_every == 1 {
+                world.sparse.insert(address(i));
+            }
         }
+        world.flat = (0..cfg.flat_traders)
+            .map(|i| format!("0x{:040x}", 0xf1a7_0000_0000u64 + i as u64))
+            .collect();
         // The leaderboard lists the biggest accounts but misses one whale
         // in ten (found only when it trades), then random smaller ones.
         let mut ranked: Vec<usize> = (0..world.wallets.len()).collect();
-        ranked.sort_by_key(|&i| std::cmp::Reverse(world.wallets[i].1.account_value));
+        ranked.sort_by_key(|&i| std::cmp::Reverse(world.wallets[i].1.total_equity()));
         let mut listed = HashSet::new();
         for &i in &ranked {
             if listed.len() * 10 >= cfg.leaderboard_rows * 9 {
                 break;
             }
-            if world.wallets[i].1.account_value >= 1_000_000 && rng.random_bool(0.1) {
+            if world.wallets[i].1.total_equity() >= 1_000_000 && rng.random_bool(0.1) {
                 continue;
             }
             listed.insert(world.wallets[i].0.clone());
@@ -425,6 +518,7 @@ impl Exchange {
             listed.insert(world.wallets[i].0.clone());
         }
         world.on_leaderboard = listed;
+        world.start_journal();
         Arc::new(Exchange {
             world: Mutex::new(world),
             weight_per_minute: cfg.weight_per_minute,
@@ -511,8 +605,16 @@ impl Exchange {
     }
 
     /// One step of the simulated market: prices walk, `trades` trades happen
-    /// (pushed on the WebSocket), and `new_wallets` wallets appear and trade.
-    pub fn step(&self, rng: &mut ChaCha8Rng, trades: usize, new_wallets: usize) {
+    /// (pushed on the WebSocket), `new_wallets` wallets appear and trade,
+    /// and `flat_trades` round trips of the flat traders are pushed (their
+    /// accounts stay empty).
+    pub fn step(
+        &self,
+        rng: &mut ChaCha8Rng,
+        trades: usize,
+        new_wallets: usize,
+        flat_trades: usize,
+    ) {
         let mut pushed = Vec::new();
         {
             let mut w = self.world();
@@ -526,13 +628,7 @@ impl Exchange {
             for _ in 0..new_wallets {
                 let a = format!("0x{:040x}", rng.random::<u128>());
                 let value = pareto(rng).max(20_000);
-                w.put_wallet(
-                    &a,
-                    FakeWallet {
-                        account_value: value,
-                        positions: Vec::new(),
-                    },
-                );
+                w.put_wallet(&a, FakeWallet::new(value, Vec::new()));
                 let i = w.index[&a];
                 if let Some(t) = w.random_trade(rng, Some(i)) {
                     pushed.push(t);
@@ -542,6 +638,22 @@ impl Exchange {
                 if let Some(t) = w.random_trade(rng, None) {
                     pushed.push(t);
                 }
+            }
+            for _ in 0..flat_trades {
+                if w.flat.len() < 2 {
+                    break;
+                }
+                let a = rng.random_range(0..w.flat.len());
+                let b = (a + rng.random_range(1..w.flat.len())) % w.flat.len();
+                let coin = w.dexes[0].1[rng.random_range(0..w.dexes[0].1.len())].clone();
+                let px = cents(w.prices[&coin] as i128);
+                pushed.push((
+                    coin,
+                    px,
+                    "1.00".into(),
+                    w.flat[a].clone(),
+                    w.flat[b].clone(),
+                ));
             }
         }
         for (coin, px, sz, buyer, seller) in pushed {
@@ -710,6 +822,13 @@ pub struct SimConfig {
     pub new_wallets_per_minute: u32,
     /// The weight limit per sliding minute.
     pub weight_per_minute: Option<u32>,
+    /// Every n-th wallet's account states leave out `cumFunding` and
+    /// `returnOnEquity` and carry an undocumented member (0: none).
+    pub sparse_every: usize,
+    /// Wallets that trade but hold nothing.
+    pub flat_traders: usize,
+    /// Round trips of the flat traders per minute.
+    pub flat_trades_per_minute: u32,
     /// Random seed.
     pub seed: u64,
 }
@@ -724,6 +843,9 @@ impl Default for SimConfig {
             trades_per_second: 20,
             new_wallets_per_minute: 6,
             weight_per_minute: Some(1200),
+            sparse_every: 7,
+            flat_traders: 100,
+            flat_trades_per_minute: 60,
             seed: 1,
         }
     }
@@ -777,6 +899,18 @@ async fn leaderboard(ex: web::Data<Arc<Exchange>>) -> HttpResponse {
         .body(body)
 }
 
+/// The whales' addresses (1,000,000 USD or more over every dex).
+async fn whales(ex: web::Data<Arc<Exchange>>) -> HttpResponse {
+    let w = ex.world();
+    HttpResponse::Ok().json(w.whales())
+}
+
+/// Every position change since the start: `[ms, address, coin, lotsBefore, lotsAfter]`.
+async fn journal(ex: web::Data<Arc<Exchange>>) -> HttpResponse {
+    let w = ex.world();
+    HttpResponse::Ok().json(&w.journal)
+}
+
 async fn truth(ex: web::Data<Arc<Exchange>>) -> HttpResponse {
     let mut t = ex.world().truth();
     t["requests"] = json!(ex.log.lock().unwrap().len());
@@ -816,14 +950,21 @@ pub async fn start_simulated(cfg: &SimConfig, http: &str, ws: &str) -> FakeExcha
     tokio::spawn(async move {
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed.wrapping_add(1));
         let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let mut minute_share = 0;
+        let (mut new_share, mut flat_share) = (0, 0);
         loop {
             tick.tick().await;
-            // new wallets spread over the minute
-            minute_share += cfg.new_wallets_per_minute;
-            let new = minute_share / 60;
-            minute_share %= 60;
-            ex.step(&mut rng, cfg.trades_per_second as usize, new as usize);
+            // new wallets and flat round trips spread over the minute
+            new_share += cfg.new_wallets_per_minute;
+            flat_share += cfg.flat_trades_per_minute;
+            let (new, flat) = (new_share / 60, flat_share / 60);
+            new_share %= 60;
+            flat_share %= 60;
+            ex.step(
+                &mut rng,
+                cfg.trades_per_second as usize,
+                new as usize,
+                flat as usize,
+            );
         }
     });
     fake
@@ -846,6 +987,8 @@ pub async fn serve(ex: Arc<Exchange>, http: &str, ws: &str) -> FakeExchange {
             .route("/info", web::post().to(info))
             .route("/leaderboard", web::get().to(leaderboard))
             .route("/truth", web::get().to(truth))
+            .route("/whales", web::get().to(whales))
+            .route("/journal", web::get().to(journal))
     })
     .workers(2)
     // The process decides when to stop (the binary: SIGINT or SIGTERM).
@@ -956,7 +1099,7 @@ mod tests {
         let ex = Exchange::simulated(&cfg);
         let mut rng = ChaCha8Rng::seed_from_u64(9);
         for _ in 0..50 {
-            ex.step(&mut rng, 20, 1);
+            ex.step(&mut rng, 20, 1, 1);
         }
         let w = ex.world();
         let mut sides: HashMap<&str, (i64, i64)> = HashMap::new();

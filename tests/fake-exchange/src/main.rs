@@ -37,6 +37,15 @@ struct Args {
     /// Address of the WebSocket.
     #[arg(long, default_value = "127.0.0.1:9002")]
     ws_bind: String,
+    /// Every n-th wallet's account states leave out cumFunding and returnOnEquity and carry an undocumented member (0: none).
+    #[arg(long, default_value_t = 7)]
+    sparse_every: usize,
+    /// Wallets that trade round trips and hold nothing.
+    #[arg(long, default_value_t = 100)]
+    flat_traders: usize,
+    /// Round trips of the flat traders per minute.
+    #[arg(long, default_value_t = 60)]
+    flat_trades_per_minute: u32,
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -53,6 +62,9 @@ async fn main() {
         trades_per_second: a.trades_per_second,
         new_wallets_per_minute: a.new_wallets_per_minute,
         weight_per_minute: (a.weight_per_minute > 0).then_some(a.weight_per_minute),
+        sparse_every: a.sparse_every,
+        flat_traders: a.flat_traders,
+        flat_trades_per_minute: a.flat_trades_per_minute,
         seed: a.seed,
     };
     let fake = start_simulated(&cfg, &a.bind, &a.ws_bind).await;
@@ -65,6 +77,10 @@ async fn main() {
     println!("  --leaderboard-url {}", fake.leaderboard_url);
     println!("  --ws-url {}", fake.ws_url);
     println!("  what it holds: curl -s {}", fake.truth_url);
+    println!(
+        "  its whales and every position change: {0}/whales, {0}/journal",
+        fake.truth_url.trim_end_matches("/truth")
+    );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("installing a SIGTERM handler");
     tokio::select! {

@@ -1,0 +1,1 @@
+ALTER TABLE scanned_wallets DROP COLUMN read_dexes;
