@@ -523,7 +523,8 @@ impl Oracle {
                     continue;
                 };
                 if before.is_some() && newly_read(seen, symbol) {
-                    self.first_seen_on_a_dex.set(self.first_seen_on_a_dex.get() + 1);
+                    self.first_seen_on_a_dex
+                        .set(self.first_seen_on_a_dex.get() + 1);
                 }
                 events.push(PositionEvent {
                     observed_at: at,

@@ -106,6 +106,25 @@ impl Drop for PgDatabase {
     }
 }
 
+/// A migrated PostgreSQL database that `fill` wrote, ready to be copied as a
+/// template.
+fn pg_template(fill: impl FnOnce(&Store)) -> PgDatabase {
+    drop_stale_pg_databases_once();
+    let db = PgDatabase::create(None);
+    let store = Store::open(&db.url, PoolOptions::default()).unwrap();
+    store.migrate().unwrap();
+    fill(&store);
+    drop(store);
+    // A template must have no open connections while it is copied.
+    pg_admin()
+        .batch_execute(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' AND pid <> pg_backend_pid()",
+            db.name
+        ))
+        .unwrap();
+    db
+}
+
 /// [`drop_stale_pg_databases`], once per test process.
 fn drop_stale_pg_databases_once() {
     static DONE: OnceLock<()> = OnceLock::new();
@@ -151,28 +170,29 @@ fn templates() -> &'static Templates {
     static T: OnceLock<Templates> = OnceLock::new();
     T.get_or_init(|| {
         let now = OffsetDateTime::now_utc().replace_nanosecond(0).unwrap();
-        let sqlite_dir = tempfile::Builder::new().prefix("mds-template-").tempdir().unwrap().keep();
-        let store = Store::open(sqlite_dir.join("template.db").to_str().unwrap(), PoolOptions::default()).unwrap();
+        let sqlite_dir = tempfile::Builder::new()
+            .prefix("mds-template-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let store = Store::open(
+            sqlite_dir.join("template.db").to_str().unwrap(),
+            PoolOptions::default(),
+        )
+        .unwrap();
         store.migrate().unwrap();
         seed::seed_demo_with_history(&store, WALLETS, SEED, now, HISTORY_DAYS).unwrap();
         drop(store); // folds the WAL into the file so a plain copy is complete
         let postgres = pg_admin_url().map(|_| {
-            drop_stale_pg_databases_once();
-            let db = PgDatabase::create(None);
-            let store = Store::open(&db.url, PoolOptions::default()).unwrap();
-            store.migrate().unwrap();
-            seed::seed_demo_with_history(&store, WALLETS, SEED, now, HISTORY_DAYS).unwrap();
-            drop(store);
-            // A template must have no open connections while it is copied.
-            pg_admin()
-                .batch_execute(&format!(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' AND pid <> pg_backend_pid()",
-                    db.name
-                ))
-                .unwrap();
-            db
+            pg_template(|store| {
+                seed::seed_demo_with_history(store, WALLETS, SEED, now, HISTORY_DAYS).unwrap();
+            })
         });
-        Templates { sqlite_dir, postgres, now }
+        Templates {
+            sqlite_dir,
+            postgres,
+            now,
+        }
     })
 }
 
@@ -246,20 +266,7 @@ pub fn empty_database(backend: Backend) -> TestDatabase {
         }
         Backend::Postgres => {
             static TEMPLATE: OnceLock<PgDatabase> = OnceLock::new();
-            let template = TEMPLATE.get_or_init(|| {
-                drop_stale_pg_databases_once();
-                let db = PgDatabase::create(None);
-                let store = Store::open(&db.url, PoolOptions::default()).unwrap();
-                store.migrate().unwrap();
-                drop(store);
-                pg_admin()
-                    .batch_execute(&format!(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' AND pid <> pg_backend_pid()",
-                        db.name
-                    ))
-                    .unwrap();
-                db
-            });
+            let template = TEMPLATE.get_or_init(|| pg_template(|_| {}));
             TestDatabase::Postgres(PgDatabase::create(Some(&template.name)))
         }
     }

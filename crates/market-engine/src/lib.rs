@@ -7,6 +7,7 @@ pub mod buckets;
 pub mod candles;
 pub mod cohorts;
 pub mod coverage;
+pub mod days;
 mod fixed;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;

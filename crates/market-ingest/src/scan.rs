@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 
 use market_engine::analytics::WalletHistory;
 use market_engine::candles::period_start;
+use market_engine::days::frozen_days;
 use market_engine::{materialize, Analytics, Quote, ScanInput, WalletInput};
-use market_model::{
-    Candle, Coverage, Decimal, Interval, LiquidityDay, MarketPosition, Wallet, NETWORK_ID,
-};
+use market_model::{Candle, Decimal, Interval, MarketPosition, Wallet, NETWORK_ID};
 use market_store::{
     CandleBatch, ScanWrite, SnapshotWrite, Store, TrackedPosition, WalletScanState,
 };
@@ -688,18 +687,12 @@ pub fn run_scan_at(
     }
 
     // 5. At the first scan of a new UTC day, the previous day's levels are frozen.
-    let frozen: Vec<LiquidityDay> = match &previous {
-        Some(p) if p.meta.observed_at.date() < now.date() => p
-            .current_days
-            .iter()
-            .cloned()
-            .map(|mut d| {
-                d.coverage = Coverage::EndOfDay;
-                d
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
+    let frozen = frozen_days(
+        previous
+            .as_ref()
+            .map(|p| (p.meta.observed_at, p.current_days.as_slice())),
+        now,
+    );
 
     let materialized = materialize(
         NETWORK_ID,

@@ -980,6 +980,13 @@ pub(crate) struct VersionHeader<'a> {
     pub position_count: usize,
 }
 
+/// The newest version number, inside the caller's transaction.
+pub(crate) fn latest_version(conn: &mut DbConnection) -> Result<Option<i64>, StoreError> {
+    Ok(snapshots::table
+        .select(diesel::dsl::max(snapshots::version))
+        .first(conn)?)
+}
+
 /// Inserts the version row numbered `max(version) + 1`, its markets and its
 /// current levels; returns the version.
 pub(crate) fn insert_version(
@@ -987,10 +994,7 @@ pub(crate) fn insert_version(
     head: &VersionHeader<'_>,
     progress: Progress<'_>,
 ) -> Result<i64, StoreError> {
-    let latest: Option<i64> = snapshots::table
-        .select(diesel::dsl::max(snapshots::version))
-        .first(conn)?;
-    let version = latest.unwrap_or(0) + 1;
+    let version = latest_version(conn)?.unwrap_or(0) + 1;
     diesel::insert_into(snapshots::table)
         .values(NewSnapshot {
             version,

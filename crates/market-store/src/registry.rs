@@ -15,8 +15,7 @@ use time::OffsetDateTime;
 use crate::ingest::{insert_tracked, insert_wallet_states, write_days_and_candles};
 use crate::rows::{from_db_time, to_db_time, RegistryRow};
 use crate::schema::{
-    positions, scanned_wallets, snapshots, tracked_positions, version_freshness, wallet_registry,
-    wallets,
+    positions, scanned_wallets, tracked_positions, version_freshness, wallet_registry, wallets,
 };
 use crate::types::DbDecimal;
 use crate::{
@@ -266,9 +265,7 @@ impl Store {
         p: &PublishWrite<'_>,
         progress: Progress<'_>,
     ) -> Result<i64, StoreError> {
-        let latest: Option<i64> = snapshots::table
-            .select(diesel::dsl::max(snapshots::version))
-            .first(conn)?;
+        let latest = crate::latest_version(conn)?;
         if latest.unwrap_or(0) != p.base_version {
             return Err(StoreError::Conflict {
                 expected: p.base_version,

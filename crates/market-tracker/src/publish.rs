@@ -13,10 +13,11 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Mutex;
 
 use market_engine::coverage::network_coverage;
+use market_engine::days::frozen_days;
 use market_engine::{materialize, AggregateError, Materialized, Quote, ScanInput};
 use market_model::{
-    Candle, Coverage, Interval, LiquidityDay, MarketPosition, NetworkCoverage, Wallet,
-    WalletFreshness, NETWORK_ID,
+    Candle, Interval, LiquidityDay, MarketPosition, NetworkCoverage, Wallet, WalletFreshness,
+    NETWORK_ID,
 };
 use market_store::{
     CandleBatch, PublishWrite, RegistryEntry, Store, StoreError, TrackedPosition, WalletScanState,
@@ -437,18 +438,7 @@ impl Changes {
             .filter(|a| !served.contains(a.as_str()))
             .cloned()
             .collect();
-        let frozen: Vec<LiquidityDay> = match base.observed_at {
-            Some(t) if t.date() < now.date() => base
-                .days
-                .iter()
-                .cloned()
-                .map(|mut d| {
-                    d.coverage = Coverage::EndOfDay;
-                    d
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+        let frozen = frozen_days(base.observed_at.map(|t| (t, base.days.as_slice())), now);
         let coverage = network_coverage(
             now,
             &version.markets,

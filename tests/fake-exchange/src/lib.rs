@@ -399,6 +399,8 @@ pub struct Exchange {
     pub ws_subscriptions: AtomicU64,
     /// Trades pushed.
     pub trades_sent: AtomicU64,
+    /// Account states of flat traders answered (each empty).
+    pub flat_reads: AtomicU64,
     window: Mutex<VecDeque<(Instant, u32)>>,
     trades: Mutex<Option<broadcast::Sender<Value>>>,
     kick: Mutex<Option<broadcast::Sender<()>>>,
@@ -882,7 +884,11 @@ async fn info(body: web::Json<Value>, ex: web::Data<Arc<Exchange>>) -> HttpRespo
         }
         "metaAndAssetCtxs" => HttpResponse::Ok().json(w.meta_and_ctxs(dex)),
         "clearinghouseState" => {
-            HttpResponse::Ok().json(w.state(body["user"].as_str().unwrap_or(""), dex))
+            let user = body["user"].as_str().unwrap_or("");
+            if w.flat.iter().any(|f| f == user) {
+                ex.flat_reads.fetch_add(1, Ordering::Relaxed);
+            }
+            HttpResponse::Ok().json(w.state(user, dex))
         }
         "candleSnapshot" => HttpResponse::Ok().json(json!([])),
         _ => HttpResponse::BadRequest().finish(),
@@ -913,7 +919,34 @@ async fn journal(ex: web::Data<Arc<Exchange>>) -> HttpResponse {
 
 async fn truth(ex: web::Data<Arc<Exchange>>) -> HttpResponse {
     let mut t = ex.world().truth();
-    t["requests"] = json!(ex.log.lock().unwrap().len());
+    let log = ex.log.lock().unwrap();
+    t["requests"] = json!(log.len());
+    let mut by_type: BTreeMap<&str, u64> = BTreeMap::new();
+    for (_, _, kind) in log.iter() {
+        *by_type.entry(kind.as_str()).or_default() += 1;
+    }
+    t["requestsByType"] = json!(by_type);
+    // The shortest gap between two candle requests, and the most in any 60 s.
+    let candles: Vec<Instant> = log
+        .iter()
+        .filter(|(_, _, k)| k == "candleSnapshot")
+        .map(|(t, _, _)| *t)
+        .collect();
+    t["minCandleGapMs"] = json!(candles
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis() as u64)
+        .min());
+    let mut most = 0;
+    for (i, start) in candles.iter().enumerate() {
+        let within = candles[i..]
+            .iter()
+            .take_while(|t| t.duration_since(*start) < Duration::from_secs(60))
+            .count();
+        most = most.max(within);
+    }
+    t["maxCandleRequestsPerMinute"] = json!(most);
+    drop(log);
+    t["flatReads"] = json!(ex.flat_reads.load(Ordering::Relaxed));
     t["rateLimited"] = json!(ex.rate_limited.load(Ordering::Relaxed));
     t["tradesSent"] = json!(ex.trades_sent.load(Ordering::Relaxed));
     HttpResponse::Ok().json(t)
