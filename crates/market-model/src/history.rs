@@ -291,8 +291,9 @@ pub struct PositionEvent {
     /// What changed.
     pub kind: EventKind,
     /// True when the earlier observation is the wallet's first one ever
-    /// recorded, or there is none (`opened` at the first observation: the
-    /// position may be older than the service's view of it).
+    /// recorded, or there is none, or it did not read the position's dex
+    /// (`opened` at the first observation: the position may be older than
+    /// the service's view of it).
     pub first_observation: bool,
     /// Direction before; null when there was no position.
     pub previous_direction: Option<Direction>,

@@ -3,12 +3,13 @@
 //! in; publishes take them out, all of them or some (a wallet whose rows
 //! the database refuses is held back, and served as last published).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bigdecimal::{BigDecimal, Zero};
 use market_engine::WalletInput;
 use market_ingest::scan::{follow_positions, wallet_input_from, Observed};
-use market_model::MarketPosition;
+use market_model::{LiquidityDay, MarketPosition};
+use time::OffsetDateTime;
 
 /// The dex of a coin: `xyz` for `xyz:TSLA`, `""` (the main dex) for `BTC`.
 fn dex_of(coin: &str) -> &str {
@@ -16,7 +17,21 @@ fn dex_of(coin: &str) -> &str {
 }
 use market_store::{Store, StoreError, TrackedPosition, WalletScanState};
 
-use crate::publish::Base;
+/// What the previous publish wrote: the base the next one's changes are
+/// computed against.
+#[derive(Clone, Debug, Default)]
+pub struct Base {
+    /// Its data version (0 before the first).
+    pub version: i64,
+    /// The wallets it served.
+    pub served: HashSet<String>,
+    /// The markets it served.
+    pub symbols: HashSet<String>,
+    /// Its `current` liquidity days (frozen by the first publish of a new UTC day).
+    pub days: Vec<LiquidityDay>,
+    /// When it was observed.
+    pub observed_at: Option<OffsetDateTime>,
+}
 
 /// What is known of one wallet's holdings.
 #[derive(Clone, Debug)]

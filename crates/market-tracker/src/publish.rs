@@ -24,23 +24,7 @@ use market_store::{
 };
 use time::{Duration, OffsetDateTime};
 
-use crate::live::{Book, Written};
-
-/// What the previous publish wrote: the base the next one's changes are
-/// computed against.
-#[derive(Clone, Debug, Default)]
-pub struct Base {
-    /// Its data version (0 before the first).
-    pub version: i64,
-    /// The wallets it served.
-    pub served: HashSet<String>,
-    /// The markets it served.
-    pub symbols: HashSet<String>,
-    /// Its `current` liquidity days (frozen by the first publish of a new UTC day).
-    pub days: Vec<LiquidityDay>,
-    /// When it was observed.
-    pub observed_at: Option<OffsetDateTime>,
-}
+use crate::live::{Base, Book, Written};
 
 /// What a publish needs besides the book.
 #[derive(Debug)]
