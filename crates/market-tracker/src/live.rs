@@ -297,3 +297,88 @@ impl Book {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use market_engine::fixtures::{d, position};
+    use market_model::Direction;
+    use time::macros::datetime;
+
+    fn read(dexes: &[&str], positions: Vec<MarketPosition>, unvalued: &[&str]) -> Observed {
+        Observed {
+            account_value: d("1000"),
+            positions,
+            observed_at: datetime!(2026-11-25 12:00 UTC),
+            active_dexes: dexes.iter().map(|d| d.to_string()).collect(),
+            dexes: dexes.iter().map(|d| d.to_string()).collect(),
+            unvalued: unvalued.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_read_that_could_not_value_a_position_changes_nothing() {
+        let mut book = Book::default();
+        let btc = position("0xa", "BTC", Direction::Long, "100", None);
+        book.apply_read("0xa", None, vec![], read(&[""], vec![btc], &[]))
+            .unwrap();
+        let before = book.wallets["0xa"].positions.clone();
+        let state = book.states["0xa"].clone();
+        // Marks not loaded: the BTC position could not be valued.
+        let refused = book.apply_read("0xa", None, vec![], read(&[""], vec![], &["BTC"]));
+        assert_eq!(refused.unwrap_err().coins, ["BTC"]);
+        assert_eq!(book.wallets["0xa"].positions, before, "no position dropped");
+        assert_eq!(book.states["0xa"], state, "no close, no realized PnL");
+    }
+
+    #[test]
+    fn a_read_of_some_dexes_keeps_the_positions_known_on_the_others() {
+        let mut book = Book::default();
+        let btc = position("0xa", "BTC", Direction::Long, "100", None);
+        let tsla = position("0xa", "xyz:TSLA", Direction::Short, "50", None);
+        book.apply_read(
+            "0xa",
+            None,
+            vec![],
+            read(&["", "xyz"], vec![btc, tsla.clone()], &[]),
+        )
+        .unwrap();
+        assert_eq!(book.covered("0xa"), [String::new(), "xyz".into()].into());
+        // A read of the main dex only: BTC is closed, TSLA was not looked at.
+        book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]))
+            .unwrap();
+        assert_eq!(book.wallets["0xa"].positions, [tsla]);
+        assert_eq!(book.tracked["0xa"].len(), 1, "TSLA is still followed");
+        assert_eq!(book.states["0xa"].closed_count, 1, "BTC was closed");
+    }
+
+    #[test]
+    fn a_wallet_read_again_while_published_stays_pending() {
+        let mut book = Book::default();
+        book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]))
+            .unwrap();
+        let first = book.pending["0xa"].read;
+        let written = Written {
+            address: "0xa".into(),
+            read: first,
+            wallet: book.wallets["0xa"].clone(),
+            covered: book.covered("0xa"),
+        };
+        // Read again while the publish of the first read was being written.
+        book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]))
+            .unwrap();
+        book.published(vec![written.clone()]);
+        let pending = &book.pending["0xa"];
+        assert!(pending.read > first, "the second read is not published yet");
+        assert_eq!(
+            pending.published.as_ref().map(|w| w.input.observed_at),
+            Some(written.wallet.input.observed_at),
+            "what was written is now the published copy"
+        );
+        book.published(vec![Written {
+            read: pending.read,
+            ..written
+        }]);
+        assert!(book.pending.is_empty());
+    }
+}

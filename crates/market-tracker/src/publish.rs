@@ -2,10 +2,10 @@
 //! a new version in one transaction.
 //!
 //! A publish never halts on a bad row. When the database refuses a publish
-//! for what it writes (not for being unreachable), the publisher looks for
-//! the wallet responsible by halving the reads it includes; the wallet it
-//! finds is held back (served as last published, retried later, logged with
-//! the cause) and the others are published. Another writer's version (a
+//! for what it writes (not for being unreachable), the publisher finds the
+//! wallets responsible by trying halves of the reads in transactions it
+//! rolls back; those are held back (served as last published, retried later,
+//! logged with the cause) and one version publishes the others. Another writer's version (a
 //! `scan` on the same database) is taken as the new base: the tracker goes
 //! on from it instead of applying changes to a version it did not see.
 
@@ -62,8 +62,9 @@ pub struct Published {
     pub wallets: usize,
     /// Positions served.
     pub positions: usize,
-    /// Reads held back (their wallets served as last published).
-    pub held_back: usize,
+    /// Reads still pending after it: held back (their wallets served as
+    /// last published), or made while it was written.
+    pub pending: usize,
     /// Whether the candles and registry entries of the input were written
     /// (when not, the caller keeps them for a later publish).
     pub extras_written: bool,
@@ -158,12 +159,17 @@ impl Publisher {
             lock(book).rebase(stored);
             self.base = base;
         }
-        let mut include: BTreeSet<String> = lock(book)
-            .pending
-            .keys()
-            .filter(|a| self.held_back.get(*a).is_none_or(|h| h.until <= input.now))
-            .cloned()
-            .collect();
+        let mut include: BTreeSet<String> = {
+            let book = lock(book);
+            // A wallet held back whose read is gone (superseded by another
+            // writer's version) is no longer held.
+            self.held_back.retain(|a, _| book.pending.contains_key(a));
+            book.pending
+                .keys()
+                .filter(|a| self.held_back.get(*a).is_none_or(|h| h.until <= input.now))
+                .cloned()
+                .collect()
+        };
         let error = match self.attempt(store, book, &include, true, input, true) {
             Ok(published) => return Ok(published),
             Err(e) if !e.is_data() => return Err(fail(e.to_string())),
@@ -290,7 +296,7 @@ impl Publisher {
         }
         let mut book = lock(book);
         book.published(changes.written);
-        published.held_back = book.pending.len();
+        published.pending = book.pending.len();
         self.base = Base {
             version,
             served: changes
@@ -450,7 +456,7 @@ impl Changes {
             removed: self.removed.len(),
             wallets: self.version.wallets.len(),
             positions: self.version.positions.len(),
-            held_back: 0,
+            pending: 0,
             extras_written,
         }
     }

@@ -604,7 +604,7 @@ impl Tracker {
                 removed,
                 wallets,
                 positions,
-                held_back,
+                pending,
                 ..
             }) => {
                 self.stats.publishes.fetch_add(1, Ordering::Relaxed);
@@ -615,7 +615,7 @@ impl Tracker {
                 let (requests, weight) = fetcher.spent();
                 let ws = &self.ws;
                 log::info!(
-                    "published data version {version}: {wallets} wallets ({changed} changed, {removed} removed, {held_back} reads held back), {positions} positions; registry {}, reads {} ok {} failed; websocket {} trades, {} bad messages, {} reconnects; {requests} requests, weight {weight}; {} ms",
+                    "published data version {version}: {wallets} wallets ({changed} changed, {removed} removed, {pending} reads pending), {positions} positions; registry {}, reads {} ok {} failed; websocket {} trades, {} bad messages, {} reconnects; {requests} requests, weight {weight}; {} ms",
                     lock(&self.schedule).len(),
                     self.stats.reads_ok.load(Ordering::Relaxed),
                     self.stats.reads_failed.load(Ordering::Relaxed),
