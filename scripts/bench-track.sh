@@ -20,20 +20,12 @@ WALLETS=${2:-200000}
 FAKE=127.0.0.1:18901
 FAKE_WS=127.0.0.1:18902
 SERVE=127.0.0.1:18903
-for tool in curl python3; do
-  command -v "$tool" > /dev/null || { echo "$tool is missing" >&2; exit 1; }
-done
+source scripts/common.sh
+require curl python3
 
-cargo build --release -q -p market-data-server -p fake-exchange
-RELEASE=${CARGO_TARGET_DIR:-target}/release
-BIN=$RELEASE/market-data-server
-WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
-
+release_workdir
 WEIGHT=${WEIGHT:-1200}
-"$RELEASE/fake-exchange" --wallets "$WALLETS" --weight-per-minute "$WEIGHT" --bind "$FAKE" --ws-bind "$FAKE_WS" > "$WORK/fake.log" 2>&1 &
-until curl -sf "http://$FAKE/truth" > /dev/null; do sleep 0.5; done
-head -n 1 "$WORK/fake.log" >&2
+start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS" --weight-per-minute "$WEIGHT"
 DB=$WORK/track.db
 "$BIN" migrate --database-url "$DB" > /dev/null
 TOKEN=$("$BIN" token create --name bench --rate-limit 2000000000/min --database-url "$DB" | tail -n 1)

@@ -84,14 +84,14 @@ impl IngestCounters {
     pub fn field_case(&self, case: FieldCase, path: String) {
         let mut cases = self.field_cases.lock().unwrap_or_else(|p| p.into_inner());
         if !cases.contains_key(&(case, path.clone())) {
-            log::warn!(
-                "an account state has a {} member `{path}`: {} (logged once; counted on /metrics)",
-                case.as_str(),
-                match case {
-                    FieldCase::Unknown => "ignored",
-                    FieldCase::Missing => "its documented fallback is used",
-                }
-            );
+            match case {
+                FieldCase::Unknown => log::warn!(
+                    "account states carry `{path}`, a member the format does not document: ignored (logged once; counted on /metrics)"
+                ),
+                FieldCase::Missing => log::warn!(
+                    "account states lack `{path}`: its documented fallback is used (logged once; counted on /metrics)"
+                ),
+            }
         }
         *cases.entry((case, path)).or_insert(0) += 1;
     }

@@ -559,7 +559,6 @@ impl Tracker {
 
     fn publish(&self, fetcher: &Fetcher<'_>, publisher: &mut Publisher) {
         let started = Instant::now();
-        let now = now_seconds();
         let quotes = match self.quotes(fetcher) {
             Ok(q) => q,
             Err(e) => {
@@ -568,6 +567,10 @@ impl Tracker {
                 return;
             }
         };
+        // Taken once the quotes are in (they may take requests), and rounded
+        // up to the whole second: no read it publishes is later than the
+        // version's time, nor any position event it writes.
+        let now = next_second(OffsetDateTime::now_utc());
         self.set_marks(&quotes);
         let candles = std::mem::take(&mut *lock(&self.candles));
         let (registry, freshness) = {
@@ -654,4 +657,14 @@ fn quotes_of<'a>(
         .zip(ctxs)
         .filter(|(a, _)| a.is_delisted != Some(true))
         .map(|(a, c)| mapping::quote(a, c))
+}
+
+/// `t` rounded up to the whole second.
+fn next_second(t: OffsetDateTime) -> OffsetDateTime {
+    let whole = t.replace_nanosecond(0).expect("0 is a valid nanosecond");
+    if whole < t {
+        whole + time::Duration::SECOND
+    } else {
+        whole
+    }
 }

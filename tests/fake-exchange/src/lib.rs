@@ -399,8 +399,8 @@ pub struct Exchange {
     pub ws_subscriptions: AtomicU64,
     /// Trades pushed.
     pub trades_sent: AtomicU64,
-    /// Account states of flat traders answered (each empty).
-    pub flat_reads: AtomicU64,
+    /// Account states of flat traders answered (each empty), by address.
+    pub flat_reads: Mutex<HashMap<String, u64>>,
     window: Mutex<VecDeque<(Instant, u32)>>,
     trades: Mutex<Option<broadcast::Sender<Value>>>,
     kick: Mutex<Option<broadcast::Sender<()>>>,
@@ -886,7 +886,11 @@ async fn info(body: web::Json<Value>, ex: web::Data<Arc<Exchange>>) -> HttpRespo
         "clearinghouseState" => {
             let user = body["user"].as_str().unwrap_or("");
             if w.flat.iter().any(|f| f == user) {
-                ex.flat_reads.fetch_add(1, Ordering::Relaxed);
+                *ex.flat_reads
+                    .lock()
+                    .unwrap()
+                    .entry(user.to_owned())
+                    .or_default() += 1;
             }
             HttpResponse::Ok().json(w.state(user, dex))
         }
@@ -946,7 +950,9 @@ async fn truth(ex: web::Data<Arc<Exchange>>) -> HttpResponse {
     }
     t["maxCandleRequestsPerMinute"] = json!(most);
     drop(log);
-    t["flatReads"] = json!(ex.flat_reads.load(Ordering::Relaxed));
+    let flat = ex.flat_reads.lock().unwrap();
+    t["flatReads"] = json!(flat.values().sum::<u64>());
+    t["flatWalletsReadAgain"] = json!(flat.values().filter(|&&n| n > 1).count());
     t["rateLimited"] = json!(ex.rate_limited.load(Ordering::Relaxed));
     t["tradesSent"] = json!(ex.trades_sent.load(Ordering::Relaxed));
     HttpResponse::Ok().json(t)
