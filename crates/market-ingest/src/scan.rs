@@ -617,6 +617,7 @@ pub fn run_scan_at(
     let mut positions = Vec::new();
     let mut wallet_states = Vec::new();
     let mut tracked_out: Vec<TrackedPosition> = Vec::new();
+    let mut newly_read: Vec<(String, Vec<String>)> = Vec::new();
     for (entry, slot) in wallets.iter().zip(results) {
         let prev = prev_wallets.get(entry.address.as_str()).copied();
         match slot.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -645,7 +646,23 @@ pub fn run_scan_at(
                 );
                 input.analytics = analytics;
                 let mut state = state;
-                state.read_dexes = Some(sorted(&dex_names));
+                let read = sorted(&dex_names);
+                // Positions on a dex its stored observation did not cover
+                // (a wallet `track` read on its main dex) are first seen now.
+                if let Some(before) = states
+                    .get(&entry.address)
+                    .and_then(|s| s.read_dexes.as_ref())
+                {
+                    let new: Vec<String> = read
+                        .iter()
+                        .filter(|d| !before.contains(d))
+                        .cloned()
+                        .collect();
+                    if !new.is_empty() {
+                        newly_read.push((entry.address.clone(), new));
+                    }
+                }
+                state.read_dexes = Some(read);
                 wallet_states.push(state);
                 tracked_out.extend(follow);
                 positions.extend(obs.positions);
@@ -726,6 +743,7 @@ pub fn run_scan_at(
             frozen_days: &frozen,
             wallet_states: &wallet_states,
             tracked: &tracked_out,
+            newly_read: &newly_read,
         },
         &mut |_, _, _| {},
     )?;

@@ -73,6 +73,9 @@ pub struct ScanWrite<'a> {
     pub wallet_states: &'a [WalletScanState],
     /// Open positions being followed.
     pub tracked: &'a [TrackedPosition],
+    /// Per wallet, the dexes this scan reads that its stored observation did
+    /// not cover (see [`crate::PublishWrite::newly_read`]).
+    pub newly_read: &'a [(String, Vec<String>)],
 }
 
 impl Store {
@@ -174,8 +177,16 @@ impl Store {
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
         conn.transaction(|conn| {
+            crate::latest_version(conn)?;
             write_days_and_candles(conn, scan.frozen_days, scan.candles, progress)?;
-            let version = insert_snapshot(conn, self.retention(), &scan.snapshot, true, progress)?;
+            let version = insert_snapshot(
+                conn,
+                self.retention(),
+                &scan.snapshot,
+                true,
+                scan.newly_read,
+                progress,
+            )?;
             prune_before(conn, version - 1)?;
             diesel::delete(scanned_wallets::table).execute(conn)?;
             insert_wallet_states(conn, scan.wallet_states, progress)?;

@@ -57,6 +57,9 @@ pub enum StoreError {
     Corrupt(String),
     /// An incremental write was computed against a data version that is no
     /// longer the latest: another writer committed in between.
+    ///
+    /// (Also what a deadlock or serialization failure between writers is
+    /// taken for: writing again later succeeds.)
     #[error("the latest data version is {found:?}, not {expected} (another writer wrote it)")]
     Conflict {
         /// The version the write was computed against.
@@ -83,7 +86,18 @@ impl StoreError {
     /// database being unreachable or another writer being first: retrying
     /// the same write cannot help, leaving the offending part out can.
     pub fn is_data(&self) -> bool {
-        !self.is_unavailable() && !matches!(self, StoreError::Conflict { .. })
+        use diesel::result::{DatabaseErrorKind, Error};
+        let between_writers = match self {
+            StoreError::Conflict { .. } => true,
+            StoreError::Query(Error::DatabaseError(DatabaseErrorKind::SerializationFailure, _)) => {
+                true
+            }
+            StoreError::Query(Error::DatabaseError(_, info)) => {
+                info.message().contains("deadlock detected")
+            }
+            _ => false,
+        };
+        !self.is_unavailable() && !between_writers
     }
 }
 
@@ -325,6 +339,9 @@ pub enum Fault {
     Wallet(String),
     /// The next publish loses its connection midway (the fault is then used up).
     Unavailable,
+    /// Every publish fails, whatever wallets it writes, as if the database
+    /// refused a market row.
+    AnyVersion,
 }
 
 impl std::fmt::Debug for Store {
@@ -413,6 +430,9 @@ impl Store {
             return Err(StoreError::Unavailable(
                 "injected fault: the connection was lost midway".into(),
             ));
+        }
+        if faults.contains(&Fault::AnyVersion) {
+            return Err(StoreError::Injected("a market row refused".into()));
         }
         match faults.iter().find_map(|f| match f {
             Fault::Wallet(a) if writes(a) => Some(a.clone()),
@@ -780,7 +800,8 @@ impl Store {
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
         conn.transaction(|conn| {
-            let version = insert_snapshot(conn, self.retention, snap, true, progress)?;
+            latest_version(conn)?;
+            let version = insert_snapshot(conn, self.retention, snap, true, &[], progress)?;
             prune_before(conn, version - 1)?;
             Ok(version)
         })
@@ -796,6 +817,7 @@ impl Store {
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
         conn.transaction(|conn| {
+            latest_version(conn)?;
             diesel::delete(current_levels::table).execute(conn)?;
             diesel::delete(positions::table).execute(conn)?;
             diesel::delete(wallets::table).execute(conn)?;
@@ -809,7 +831,8 @@ impl Store {
                 &data.history,
             )?;
             // Versions stay monotonic across re-seeds so running servers notice the change.
-            let version = insert_snapshot(conn, self.retention, &data.snapshot, false, progress)?;
+            let version =
+                insert_snapshot(conn, self.retention, &data.snapshot, false, &[], progress)?;
             diesel::delete(snapshots::table.filter(snapshots::version.ne(version)))
                 .execute(conn)?;
             diesel::delete(liquidity_levels::table).execute(conn)?;
@@ -923,11 +946,13 @@ impl Store {
     }
 }
 
+/// Writes a whole version; `newly_read` as for [`PublishWrite::newly_read`].
 pub(crate) fn insert_snapshot(
     conn: &mut DbConnection,
     retention: Retention,
     snap: &SnapshotWrite<'_>,
     derive_events: bool,
+    newly_read: &[(String, Vec<String>)],
     progress: Progress<'_>,
 ) -> Result<i64, StoreError> {
     let version = insert_version(
@@ -955,7 +980,7 @@ pub(crate) fn insert_snapshot(
             positions: snap.positions,
             full: true,
             events: derive_events,
-            newly_read: &[],
+            newly_read,
         },
     )?;
     // A full version replaces every open wallet and position row.
@@ -980,8 +1005,18 @@ pub(crate) struct VersionHeader<'a> {
     pub position_count: usize,
 }
 
-/// The newest version number, inside the caller's transaction.
+/// The newest version number, read inside the caller's transaction after
+/// locking out every other version writer until it ends. On PostgreSQL (READ
+/// COMMITTED) a writer could otherwise number its version after one another
+/// writer commits in between, or pass a check of its base; readers are not
+/// blocked (`SHARE ROW EXCLUSIVE` conflicts with writes and itself only).
+/// SQLite serializes writers by itself: a writer whose read went stale fails
+/// with `database is locked` and is retried. Every version-writing
+/// transaction calls this first, so writers queue instead of deadlocking.
 pub(crate) fn latest_version(conn: &mut DbConnection) -> Result<Option<i64>, StoreError> {
+    if let DbConnection::Postgresql(c) = conn {
+        diesel::sql_query("LOCK TABLE snapshots IN SHARE ROW EXCLUSIVE MODE").execute(c)?;
+    }
     Ok(snapshots::table
         .select(diesel::dsl::max(snapshots::version))
         .first(conn)?)

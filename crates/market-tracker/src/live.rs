@@ -260,6 +260,11 @@ impl Book {
             .collect()
     }
 
+    /// The number the next read will get: reads below it are made.
+    pub(crate) fn next_read(&self) -> u64 {
+        self.next_read
+    }
+
     /// Wallets read since the last publish.
     pub fn pending_len(&self) -> usize {
         self.pending.len()

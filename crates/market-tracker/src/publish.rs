@@ -148,29 +148,38 @@ impl Publisher {
             .latest_snapshot()
             .map_err(|e| fail(format!("database: {e}")))?;
         if latest.as_ref().map_or(0, |m| m.version) != self.base.version {
-            let meta = latest.expect("a version exists when it differs from the base");
             let (stored, base) =
                 Book::restore(store).map_err(|e| fail(format!("database: {e}")))?;
-            log::warn!(
-                "data version {} was written by {:?}, not by this tracker: going on from it",
-                meta.version,
-                meta.source
-            );
+            match &latest {
+                Some(meta) => log::warn!(
+                    "data version {} was written by {:?}, not by this tracker: going on from it",
+                    meta.version,
+                    meta.source
+                ),
+                None => log::warn!("the database holds no data version any more: starting over"),
+            }
             lock(book).rebase(stored);
             self.base = base;
         }
-        let mut include: BTreeSet<String> = {
+        let (mut include, watermark) = {
             let book = lock(book);
             // A wallet held back whose read is gone (superseded by another
             // writer's version) is no longer held.
             self.held_back.retain(|a, _| book.pending.contains_key(a));
-            book.pending
-                .keys()
+            // Reads made from now on (while this publish is written) wait
+            // for the next one: none is later than the version's time.
+            let watermark = book.next_read();
+            let include: BTreeSet<String> = book
+                .pending
+                .iter()
+                .filter(|(_, p)| p.read < watermark)
+                .map(|(a, _)| a)
                 .filter(|a| self.held_back.get(*a).is_none_or(|h| h.until <= input.now))
                 .cloned()
-                .collect()
+                .collect();
+            (include, watermark)
         };
-        let error = match self.attempt(store, book, &include, true, input, true) {
+        let error = match self.attempt(store, book, &include, watermark, true, input, true) {
             Ok(published) => return Ok(published),
             Err(e) if !e.is_data() => return Err(fail(e.to_string())),
             Err(e) => e,
@@ -182,7 +191,7 @@ impl Publisher {
             "publish refused ({error}): looking for the wallets at fault among {}",
             include.len()
         );
-        for (address, cause) in self.refused_wallets(store, book, &include, input) {
+        for (address, cause) in self.refused_wallets(store, book, &include, watermark, input) {
             let failures = self.held_back.get(&address).map_or(1, |h| h.failures + 1);
             let wait = self.retry_after * 2i32.pow(failures.min(16) - 1);
             let held = HeldBack {
@@ -198,14 +207,14 @@ impl Publisher {
             include.remove(&address);
             self.held_back.insert(address, held);
         }
-        match self.attempt(store, book, &include, true, input, true) {
+        match self.attempt(store, book, &include, watermark, true, input, true) {
             Ok(published) => return Ok(published),
             Err(e) if !e.is_data() => return Err(fail(e.to_string())),
             Err(e) => log::warn!(
                 "publish refused without the wallets at fault ({e}): trying without candles and registry entries"
             ),
         }
-        self.attempt(store, book, &include, false, input, true)
+        self.attempt(store, book, &include, watermark, false, input, true)
             .map_err(|e| fail(e.to_string()))
     }
 
@@ -217,16 +226,24 @@ impl Publisher {
         store: &Store,
         book: &Mutex<Book>,
         include: &BTreeSet<String>,
+        watermark: u64,
         input: &PublishInput,
     ) -> Vec<(String, String)> {
+        // A version refused without any read is not a read's fault: no
+        // wallet is held back for it.
+        let none = BTreeSet::new();
+        if self
+            .attempt(store, book, &none, watermark, false, input, false)
+            .is_err()
+        {
+            return Vec::new();
+        }
         let mut refused = Vec::new();
         let mut sets = vec![include.clone()];
         while let Some(mut set) = sets.pop() {
-            match self.attempt(store, book, &set, false, input, false) {
+            match self.attempt(store, book, &set, watermark, false, input, false) {
                 Ok(_) => {}
                 Err(e) if !e.is_data() => break,
-                // Without reads it is not a read's fault.
-                Err(_) if set.is_empty() => {}
                 Err(e) if set.len() == 1 => {
                     refused.push((set.pop_first().expect("one"), e.to_string()));
                 }
@@ -240,19 +257,31 @@ impl Publisher {
         refused
     }
 
-    /// One try: the reads of `include` (the other pending reads held back),
-    /// with the candles and registry entries when `extras`; committed when
-    /// `commit` (and the publisher's state updated), else rolled back.
+    /// One try: the reads of `include` numbered below `watermark` (the other
+    /// pending reads held back), with the candles and registry entries when
+    /// `extras`; committed when `commit` (and the publisher's state
+    /// updated), else rolled back.
+    #[allow(clippy::too_many_arguments)]
     fn attempt(
         &mut self,
         store: &Store,
         book: &Mutex<Book>,
         include: &BTreeSet<String>,
+        watermark: u64,
         extras: bool,
         input: &PublishInput,
         commit: bool,
     ) -> Result<Published, AttemptError> {
-        let changes = Changes::compute(&lock(book), &self.base, include, input)?;
+        let changes = {
+            let book = lock(book);
+            // A wallet read again since the publish began waits whole.
+            let include: BTreeSet<String> = include
+                .iter()
+                .filter(|a| book.pending.get(*a).is_some_and(|p| p.read < watermark))
+                .cloned()
+                .collect();
+            Changes::compute(&book, &self.base, &include, input)?
+        };
         let batches: Vec<CandleBatch<'_>> = input
             .candles
             .iter()

@@ -193,6 +193,9 @@ fn short_of_leaderboard(e: &RegistryEntry) -> bool {
 /// See [`short_of_leaderboard`].
 const BELOW_LEADERBOARD: f64 = 0.8;
 
+/// See [`Schedule::redo_unpublished`].
+pub const UNPUBLISHED_SLACK: Duration = Duration::seconds(10);
+
 fn rank_of(e: &RegistryEntry) -> Reverse<u64> {
     Reverse(exposure_of(e) as u64)
 }
@@ -321,6 +324,38 @@ impl Schedule {
             s.insert(Tracked::new(entry, due, tier));
         }
         s
+    }
+
+    /// Makes due again the wallets whose last read is newer than the last
+    /// published observation of them (`published`, from their stored scan
+    /// state): a read saved in the registry but lost with a `kill -9` before
+    /// its publish is made again at once (not sooner than
+    /// [`Intervals::min_gap`] after it), not at the wallet's next refresh.
+    /// Returns how many. A read is taken as published when its observation
+    /// is at most [`UNPUBLISHED_SLACK`] older than the read (the exchange's
+    /// clock against ours).
+    pub fn redo_unpublished(
+        &mut self,
+        published: impl Fn(&str) -> Option<OffsetDateTime>,
+        now: OffsetDateTime,
+    ) -> usize {
+        let lost: Vec<String> = self
+            .wallets
+            .values()
+            .filter(|t| {
+                t.entry.last_read_at.is_some_and(|read| {
+                    published(&t.entry.address).is_none_or(|p| read > p + UNPUBLISHED_SLACK)
+                })
+            })
+            .map(|t| t.entry.address.clone())
+            .collect();
+        for address in &lost {
+            self.update(address, |t, cfg| {
+                let read = t.entry.last_read_at.expect("filtered on a read");
+                t.due = t.due.min((read + cfg.min_gap).max(now));
+            });
+        }
+        lost.len()
     }
 
     fn insert(&mut self, mut t: Tracked) {
@@ -948,6 +983,31 @@ mod tests {
             "the other waits its refresh"
         );
         assert_eq!(s.earliest_due(), Some(NOW + Duration::minutes(2)));
+    }
+
+    #[test]
+    fn a_read_lost_before_its_publish_is_made_again_after_a_restart() {
+        let mut s = Schedule::new(Intervals::default(), Vec::new(), NOW);
+        for a in ["0xpublished", "0xlost", "0xnever"] {
+            s.discover(lb(a, "50000"), NOW);
+            let job = s.next_due(NOW, &dexes()).unwrap();
+            read(&mut s, &job, "50000", &[""], NOW + Duration::seconds(3));
+        }
+        // 0xpublished's read was published (its observation 1 s before the
+        // read's time); 0xlost's publish holds an older read; 0xnever's none.
+        let published = |a: &str| match a {
+            "0xpublished" => Some(NOW + Duration::seconds(2)),
+            "0xlost" => Some(NOW - Duration::hours(1)),
+            _ => None,
+        };
+        let restart = NOW + Duration::seconds(30);
+        let mut s = Schedule::new(Intervals::default(), s.take_unsaved(), restart);
+        assert_eq!(s.redo_unpublished(published, restart), 2);
+        let due: Vec<String> = std::iter::from_fn(|| s.next_due(restart, &dexes()))
+            .map(|j| j.address)
+            .collect();
+        assert_eq!(due.len(), 2);
+        assert!(!due.contains(&"0xpublished".to_owned()), "{due:?}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `track`: discovery threads, readers that spend the weight budget by
 //! priority, and a publish every `publish_every`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -120,7 +120,10 @@ pub struct Tracker {
     meta_stale: AtomicBool,
     /// Coins already logged as without a mark (logged once each).
     unvalued_logged: Mutex<HashSet<String>>,
-    candles: Mutex<Vec<(String, Vec<Candle>)>>,
+    /// Candles fetched and not written yet, by symbol and open time: a
+    /// symbol fetched again before a publish (the next hour began) merges
+    /// into what is waiting, the newer candle winning.
+    candles: Mutex<BTreeMap<String, BTreeMap<i64, Candle>>>,
     ws: Arc<WsShared>,
     /// Counters.
     pub stats: Stats,
@@ -155,6 +158,13 @@ impl Tracker {
             schedule.add_listed(&w.address, w.label.clone(), w.tags.clone(), now);
         }
         let (book, base) = Book::restore(&store)?;
+        // Reads saved in the registry but not published (lost with a kill -9
+        // before their publish) are made again.
+        let redo =
+            schedule.redo_unpublished(|a| book.states.get(a).and_then(|s| s.last_seen_at), now);
+        if redo > 0 {
+            log::info!("{redo} wallets read but not published before the restart are read again");
+        }
         Ok(Tracker {
             cfg,
             store,
@@ -166,7 +176,7 @@ impl Tracker {
             marks: RwLock::new(Arc::new(Marks::default())),
             meta_stale: AtomicBool::new(false),
             unvalued_logged: Mutex::new(HashSet::new()),
-            candles: Mutex::new(Vec::new()),
+            candles: Mutex::new(BTreeMap::new()),
             ws: Arc::new(WsShared::default()),
             stats: Stats::default(),
             stop,
@@ -475,7 +485,10 @@ impl Tracker {
                 match fetch_new_candles(fetcher, &self.store, &symbol, now) {
                     Ok(CandleFetch::UpToDate) => continue,
                     Ok(CandleFetch::Fetched(c)) if c.is_empty() => {}
-                    Ok(CandleFetch::Fetched(c)) => lock(&self.candles).push((symbol, c)),
+                    Ok(CandleFetch::Fetched(c)) => lock(&self.candles)
+                        .entry(symbol)
+                        .or_default()
+                        .extend(c.into_iter().map(|c| (c.time, c))),
                     Err(CandleError::Store(e)) => {
                         log::warn!("candles of {symbol}: {e}");
                         fetched.remove(&symbol);
@@ -572,7 +585,10 @@ impl Tracker {
         // version's time, nor any position event it writes.
         let now = next_second(OffsetDateTime::now_utc());
         self.set_marks(&quotes);
-        let candles = std::mem::take(&mut *lock(&self.candles));
+        let candles: Vec<(String, Vec<Candle>)> = std::mem::take(&mut *lock(&self.candles))
+            .into_iter()
+            .map(|(symbol, by_time)| (symbol, by_time.into_values().collect()))
+            .collect();
         let (registry, freshness) = {
             let mut schedule = lock(&self.schedule);
             let freshness = wallet_freshness(
@@ -591,11 +607,29 @@ impl Tracker {
             freshness,
         };
         let result = publisher.publish(&self.store, &self.book, &input);
-        let written = result.as_ref().is_ok_and(|p| p.extras_written);
-        if !written {
-            // Kept for the next publish.
-            lock(&self.schedule).mark_unsaved(&input.registry);
-            lock(&self.candles).extend(input.candles);
+        match &result {
+            Ok(p) if p.extras_written => {}
+            // The database refused them: the candles are fetched again from
+            // the last one stored (trying them at every publish would cost
+            // three tries each time); the registry is saved on its own.
+            Ok(_) => {
+                log::warn!(
+                    "{} candle batches dropped: the database refused them (they are fetched again)",
+                    input.candles.len()
+                );
+                lock(&self.schedule).mark_unsaved(&input.registry);
+            }
+            // Kept for the next publish; candles fetched meanwhile are newer.
+            Err(_) => {
+                lock(&self.schedule).mark_unsaved(&input.registry);
+                let mut waiting = lock(&self.candles);
+                for (symbol, candles) in input.candles {
+                    let by_time = waiting.entry(symbol).or_default();
+                    for c in candles {
+                        by_time.entry(c.time).or_insert(c);
+                    }
+                }
+            }
         }
         self.stats
             .held_back
