@@ -589,22 +589,14 @@ fn registry_entry(store: &Store, address: &str) -> Option<market_store::Registry
         .find(|e| e.address == address)
 }
 
-/// The events stored since `since` (epoch ms), as JSON.
-fn events_since(store: &Store, since: i64) -> Vec<serde_json::Value> {
-    let filter = market_store::EventFilter {
-        from: Some(since),
-        ..Default::default()
-    };
+/// Every position event stored, as JSON.
+fn stored_events(store: &Store) -> Vec<serde_json::Value> {
     store
-        .events(&filter, None, 100_000)
+        .events(&market_store::EventFilter::default(), None, 100_000)
         .unwrap()
         .into_iter()
         .map(|e| serde_json::from_str(&e.json).unwrap())
         .collect()
-}
-
-fn epoch_ms(t: time::OffsetDateTime) -> i64 {
-    (t.unix_timestamp_nanos() / 1_000_000) as i64
 }
 
 /// Runs each listed `async fn(Backend)` on SQLite, and on PostgreSQL when
@@ -945,7 +937,7 @@ async fn a_restart_with_whales_due_serves_them_whole_and_writes_no_event(backend
     let restarted = time::OffsetDateTime::now_utc()
         .replace_nanosecond(0)
         .unwrap();
-    let before_restart = events_since(&store, 0);
+    let before_restart = stored_events(&store);
     // A budget the price requests contend for with the reads.
     let running = Running::start(tracker_with(&fake, store.clone(), |cfg| {
         cfg.scan.weight_budget = 120;
@@ -999,7 +991,7 @@ async fn a_restart_with_whales_due_serves_them_whole_and_writes_no_event(backend
         0,
         "no wallet is read before the marks are known"
     );
-    let events: Vec<_> = events_since(&store, 0)
+    let events: Vec<_> = stored_events(&store)
         .into_iter()
         .filter(|e| !before_restart.contains(e))
         .collect();
@@ -1053,7 +1045,7 @@ async fn a_cold_start_with_a_wallet_list_values_every_position(backend: Backend)
         0,
         "no wallet is read before the marks are known"
     );
-    let events = events_since(&store, 0);
+    let events = stored_events(&store);
     assert!(
         events
             .iter()
