@@ -15,6 +15,9 @@
 #   events of each kind and the ones that match no change.
 #
 #   scripts/track-restarts.sh [MINUTES] [RESTARTS] [WALLETS]   (defaults: 20, 5, 20000)
+#
+# TRACK_BIN=PATH runs another build's server binary as `track` (an earlier
+# commit's, to compare) against this build's fake exchange.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -28,10 +31,11 @@ require curl python3
 release_workdir
 start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS"
 DB=$WORK/track.db
-"$BIN" migrate --database-url "$DB" > /dev/null
+"$TRACK_BIN" migrate --database-url "$DB" > /dev/null
 STARTED_MS=$(date +%s%3N)
+TRACK_BIN=${TRACK_BIN:-$BIN}
 start_track() {
-  RUST_LOG=info "$BIN" track --database-url "$DB" --info-url "http://$FAKE/info" \
+  RUST_LOG=info "$TRACK_BIN" track --database-url "$DB" --info-url "http://$FAKE/info" \
     --ws-url "ws://$FAKE_WS/ws" --leaderboard-url "http://$FAKE/leaderboard" 2>> "$WORK/track.log" &
   TRACK=$!
 }

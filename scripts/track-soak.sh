@@ -14,6 +14,8 @@
 #   scripts/track-soak.sh [MINUTES] [WALLETS]      (defaults: 30, 20000)
 #
 # PORT=N moves its three ports (default 18911-18913), to run two at once.
+# TRACK_BIN=PATH runs another build's server binary as `track` (an earlier
+# commit's, to compare) against this build's fake exchange.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -28,8 +30,9 @@ require curl python3
 release_workdir
 start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS"
 DB=$WORK/track.db
-"$BIN" migrate --database-url "$DB" > /dev/null
-RUST_LOG=info "$BIN" track --database-url "$DB" --info-url "http://$FAKE/info" \
+TRACK_BIN=${TRACK_BIN:-$BIN}
+"$TRACK_BIN" migrate --database-url "$DB" > /dev/null
+RUST_LOG=info "$TRACK_BIN" track --database-url "$DB" --info-url "http://$FAKE/info" \
   --ws-url "ws://$FAKE_WS/ws" --leaderboard-url "http://$FAKE/leaderboard" \
   --metrics-bind "$METRICS" 2> "$WORK/track.log" &
 
@@ -49,7 +52,7 @@ def m(name, label=""):
             total += float(line.rsplit(" ", 1)[1])
     return int(total)
 gap = truth.get("minCandleGapMs")
-print(f"| {minute} | {m('market_data_tracker_publishes_total', 'ok')} / {m('market_data_tracker_publishes_failed_total')} "
+print(f"| {minute} | {m('market_data_tracker_publishes_total', 'ok')} / {m('market_data_tracker_publishes_total', 'failed')} "
       f"| {m('market_data_tracker_last_publish_age_seconds')} | {m('market_data_tracker_held_back_wallets')} "
       f"| {truth.get('flatReads')} ({truth.get('flatWalletsReadAgain')}) | {truth.get('requestsByType', {}).get('candleSnapshot', 0)} "
       f"({truth.get('maxCandleRequestsPerMinute')}, {'-' if gap is None else round(gap / 1000, 1)}) "

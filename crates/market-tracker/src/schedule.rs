@@ -196,6 +196,21 @@ const BELOW_LEADERBOARD: f64 = 0.8;
 /// See [`Schedule::redo_unpublished`].
 pub const UNPUBLISHED_SLACK: Duration = Duration::seconds(10);
 
+/// When a wallet is next due by what the registry holds of it: at once when
+/// never read; its tier's refresh after its last read; and, when it traded
+/// since that read, as soon as [`Intervals::min_gap`] allows. A restart
+/// schedules every wallet by it, and a discovery that changes a wallet's
+/// tier reschedules it by it, so the two agree.
+fn due_from(e: &RegistryEntry, tier: Tier, cfg: &Intervals, now: OffsetDateTime) -> OffsetDateTime {
+    match (e.last_read_at, e.last_trade_at) {
+        (None, _) => now,
+        (Some(read), Some(trade)) if trade >= read => {
+            (read + cfg.refresh[tier as usize]).min((read + cfg.min_gap).max(now))
+        }
+        (Some(read), _) => read + cfg.refresh[tier as usize],
+    }
+}
+
 fn rank_of(e: &RegistryEntry) -> Reverse<u64> {
     Reverse(exposure_of(e) as u64)
 }
@@ -306,7 +321,8 @@ pub struct Schedule {
 impl Schedule {
     /// A schedule over the persisted registry. Wallets never read are due at
     /// once, and so are wallets that traded after their last read (the read
-    /// the trade asked for is not lost with a restart).
+    /// the trade asked for is not lost with a restart) and wallets whose last
+    /// read failed.
     pub fn new(cfg: Intervals, entries: Vec<RegistryEntry>, now: OffsetDateTime) -> Self {
         let mut s = Schedule {
             cfg,
@@ -314,12 +330,10 @@ impl Schedule {
         };
         for entry in entries {
             let tier = tier_of(&entry, &s.cfg);
-            let due = match (entry.last_read_at, entry.last_trade_at) {
-                (None, _) => now,
-                (Some(read), Some(trade)) if trade > read => {
-                    (read + s.cfg.refresh[tier as usize]).min((read + s.cfg.min_gap).max(now))
-                }
-                (Some(read), _) => read + s.cfg.refresh[tier as usize],
+            // A failed read's backoff is not saved: it is tried again at once.
+            let due = match entry.failed_reads {
+                0 => due_from(&entry, tier, &s.cfg, now),
+                _ => now,
             };
             s.insert(Tracked::new(entry, due, tier));
         }
@@ -507,14 +521,18 @@ impl Schedule {
                         t.entry.dexes.push(dex.to_owned());
                         t.entry.dexes.sort();
                     }
-                    // A trade makes it due now (not sooner than min_gap after its last read).
-                    let earliest = t
-                        .entry
-                        .last_read_at
-                        .map_or(now, |r| (r + cfg.min_gap).max(now));
-                    t.due = t.due.min(earliest);
                 }
             }
+            // Due by what it is now (a new tier, a trade since its last read:
+            // see `due_from`); a failed read's backoff holds it, but a trade
+            // still makes it due.
+            let tier = tier_of(&t.entry, cfg);
+            let due = due_from(&t.entry, tier, cfg, now);
+            t.due = if t.entry.failed_reads == 0 {
+                due
+            } else {
+                t.due.min(due)
+            };
         });
         new
     }
@@ -669,6 +687,15 @@ impl Schedule {
     /// When a wallet's next sweep is due (`None`: every read is a sweep).
     pub fn sweep_due_of(&self, address: &str) -> Option<OffsetDateTime> {
         self.wallets.get(address).and_then(|t| t.sweep_due)
+    }
+
+    /// When a wallet is next handed out, for a refresh or a sweep (`None`:
+    /// unknown, or being read now).
+    pub fn due_of(&self, address: &str) -> Option<OffsetDateTime> {
+        self.wallets
+            .get(address)
+            .filter(|t| !t.in_flight)
+            .map(|t| t.sweep_due.map_or(t.due, |s| s.min(t.due)))
     }
 }
 
@@ -1020,5 +1047,174 @@ mod tests {
         s.read_failed(&job, NOW);
         assert_eq!(s.take_unsaved()[0].failed_reads, 1);
         assert_eq!(s.earliest_due(), Some(NOW + Duration::minutes(1)));
+    }
+
+    mod restarts {
+        //! The scheduler against a model of `kill -9`: random discoveries,
+        //! trades, reads (ok, empty, failed, not used, still in flight),
+        //! publishes and restarts from the registry as saved. A restart may
+        //! make a read due sooner, never later than before it (past the
+        //! restart); and a read saved but not published is due again.
+
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Step {
+            Leaderboard(usize, u64),
+            Trade(usize, u64),
+            /// Take the next due job and record the read (value, empty).
+            Read(u64, bool),
+            Fail,
+            Defer,
+            /// Take the next due job and leave it in flight.
+            Take,
+            Publish,
+            Advance(i64),
+            Restart,
+        }
+
+        const POOL: usize = 6;
+
+        fn step() -> impl Strategy<Value = Step> {
+            prop_oneof![
+                2 => (0..POOL, 0u64..5_000_000).prop_map(|(w, v)| Step::Leaderboard(w, v)),
+                2 => (0..POOL, 0u64..3_000_000).prop_map(|(w, n)| Step::Trade(w, n)),
+                4 => (0u64..5_000_000, any::<bool>()).prop_map(|(v, e)| Step::Read(v, e)),
+                1 => Just(Step::Fail),
+                1 => Just(Step::Defer),
+                1 => Just(Step::Take),
+                2 => Just(Step::Publish),
+                3 => (1i64..900).prop_map(Step::Advance),
+                2 => Just(Step::Restart),
+            ]
+        }
+
+        fn run(steps: &[Step]) -> Result<(), TestCaseError> {
+            let address = |w: usize| format!("0x{w:02}");
+            let mut now = NOW;
+            let mut s = Schedule::new(Intervals::default(), Vec::new(), now);
+            // The registry as saved (every second in `track`: after every step here).
+            let mut saved: HashMap<String, RegistryEntry> = HashMap::new();
+            // The observation time of each wallet's last published read.
+            let mut published: HashMap<String, OffsetDateTime> = HashMap::new();
+            let mut read_at: HashMap<String, OffsetDateTime> = HashMap::new();
+            let mut restarts = 0;
+            for (n, step) in steps.iter().enumerate() {
+                match step {
+                    Step::Leaderboard(w, v) => {
+                        s.discover(lb(&address(*w), &v.to_string()), now);
+                    }
+                    Step::Trade(w, notional) => {
+                        s.discover(
+                            Discovery::Trade {
+                                address: address(*w),
+                                coin: "BTC".into(),
+                                notional: *notional as f64,
+                                at: now,
+                                source: DiscoverySource::Trades,
+                            },
+                            now,
+                        );
+                    }
+                    Step::Read(value, empty) => {
+                        if let Some(job) = s.next_due(now, &dexes()) {
+                            let v: Decimal = if *empty {
+                                Decimal::zero()
+                            } else {
+                                value.to_string().parse().unwrap()
+                            };
+                            let positions = usize::from(!empty);
+                            s.read_ok(&job, &v, &v, positions, &["".into()], now);
+                            read_at.insert(job.address, now);
+                        }
+                    }
+                    Step::Fail => {
+                        if let Some(job) = s.next_due(now, &dexes()) {
+                            s.read_failed(&job, now);
+                        }
+                    }
+                    Step::Defer => {
+                        if let Some(job) = s.next_due(now, &dexes()) {
+                            s.read_deferred(&job, now + Duration::seconds(30));
+                        }
+                    }
+                    Step::Take => {
+                        s.next_due(now, &dexes());
+                    }
+                    Step::Publish => published.extend(read_at.drain()),
+                    Step::Advance(secs) => now += Duration::seconds(*secs),
+                    Step::Restart => {
+                        restarts += 1;
+                        let before: Vec<(String, Option<OffsetDateTime>)> = s
+                            .iter()
+                            .map(|t| (t.entry.address.clone(), s.due_of(&t.entry.address)))
+                            .collect();
+                        read_at.clear(); // the reads in memory die with the process
+                        let entries: Vec<RegistryEntry> = saved.values().cloned().collect();
+                        let mut next = Schedule::new(Intervals::default(), entries, now);
+                        next.redo_unpublished(|a| published.get(a).copied(), now);
+                        for (a, due_before) in before {
+                            let Some(due) = next.due_of(&a) else {
+                                // Unknown after the restart: not saved yet
+                                // (saving is every step here, so never).
+                                return Err(TestCaseError::fail(format!("step {n}: {a} lost")));
+                            };
+                            // No wallet is read sooner than `min_gap` after its
+                            // last read, restart or not. (A wallet in flight is
+                            // due by what the registry holds after the restart:
+                            // why it was taken may have changed since.)
+                            let entry = next.get(&a).unwrap().entry.clone();
+                            let floor = entry
+                                .last_read_at
+                                .map_or(now, |r| r + Intervals::default().min_gap);
+                            let limit = due_before
+                                .map_or(OffsetDateTime::now_utc() + Duration::days(3650), |d| {
+                                    d.max(now).max(floor)
+                                });
+                            prop_assert!(
+                                due <= limit,
+                                "step {}: {} due {} after the restart, {:?} before (now {})",
+                                n,
+                                a,
+                                due,
+                                due_before,
+                                now
+                            );
+                            if let Some(read) = entry.last_read_at {
+                                let lost = published
+                                    .get(&a)
+                                    .is_none_or(|p| read > *p + UNPUBLISHED_SLACK);
+                                if lost {
+                                    let cfg = Intervals::default();
+                                    prop_assert!(
+                                        due <= (read + cfg.min_gap).max(now),
+                                        "step {}: {}'s unpublished read of {} is due at {}",
+                                        n,
+                                        a,
+                                        read,
+                                        due
+                                    );
+                                }
+                            }
+                        }
+                        s = next;
+                    }
+                }
+                for e in s.take_unsaved() {
+                    saved.insert(e.address.clone(), e);
+                }
+            }
+            let _ = restarts;
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+            #[test]
+            fn a_restart_never_postpones_a_read(steps in prop::collection::vec(step(), 1..60)) {
+                run(&steps)?;
+            }
+        }
     }
 }
