@@ -32,3 +32,23 @@ start_fake() {
   until curl -sf "http://$http/truth" > /dev/null; do sleep 0.5; done
   head -n 1 "$WORK/fake.log" >&2
 }
+
+# track_db: migrates a fresh SQLite database for `track` (after
+# release_workdir) and sets DB and TRACK_BIN (this build's server binary,
+# unless TRACK_BIN already names another build's, to compare).
+track_db() {
+  DB=$WORK/track.db
+  TRACK_BIN=${TRACK_BIN:-$BIN}
+  "$TRACK_BIN" migrate --database-url "$DB" > /dev/null
+}
+
+# start_track FAKE FAKE_WS ARGS…: starts `track` (after track_db) against
+# the fake exchange's info API on FAKE and its WebSocket on FAKE_WS, with
+# ARGS added; its log is appended to WORK/track.log and its pid set in TRACK.
+start_track() {
+  local http=$1 ws=$2
+  shift 2
+  RUST_LOG=info "$TRACK_BIN" track --database-url "$DB" --info-url "http://$http/info" \
+    --ws-url "ws://$ws/ws" --leaderboard-url "http://$http/leaderboard" "$@" 2>> "$WORK/track.log" &
+  TRACK=$!
+}

@@ -16,6 +16,7 @@
 #
 #   scripts/track-restarts.sh [MINUTES] [RESTARTS] [WALLETS]   (defaults: 20, 5, 20000)
 #
+# PORT=N moves its two ports (default 18921-18922), to run two at once.
 # TRACK_BIN=PATH runs another build's server binary as `track` (an earlier
 # commit's, to compare) against this build's fake exchange.
 set -euo pipefail
@@ -24,22 +25,16 @@ source scripts/common.sh
 MINUTES=${1:-20}
 RESTARTS=${2:-5}
 WALLETS=${3:-20000}
-FAKE=127.0.0.1:18921
-FAKE_WS=127.0.0.1:18922
+PORT=${PORT:-18921}
+FAKE=127.0.0.1:$PORT
+FAKE_WS=127.0.0.1:$((PORT + 1))
 require curl python3
 
 release_workdir
 start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS"
-DB=$WORK/track.db
-"$TRACK_BIN" migrate --database-url "$DB" > /dev/null
+track_db
 STARTED_MS=$(date +%s%3N)
-TRACK_BIN=${TRACK_BIN:-$BIN}
-start_track() {
-  RUST_LOG=info "$TRACK_BIN" track --database-url "$DB" --info-url "http://$FAKE/info" \
-    --ws-url "ws://$FAKE_WS/ws" --leaderboard-url "http://$FAKE/leaderboard" 2>> "$WORK/track.log" &
-  TRACK=$!
-}
-start_track
+start_track "$FAKE" "$FAKE_WS"
 
 # The sampler: the age of each whale's last read, every 10 s from minute 3.
 python3 - "$DB" "http://$FAKE/whales" "$WORK/ages.jsonl" "$MINUTES" <<'PY' &
@@ -77,7 +72,7 @@ for i in $(seq 1 "$RESTARTS"); do
   wait "$TRACK" 2> /dev/null || true
   echo "kill -9 number $i at $(( i * STEP )) s" >&2
   sleep 2
-  start_track
+  start_track "$FAKE" "$FAKE_WS"
 done
 wait "$SAMPLER"
 kill "$TRACK"

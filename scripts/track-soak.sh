@@ -29,12 +29,8 @@ require curl python3
 
 release_workdir
 start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS"
-DB=$WORK/track.db
-TRACK_BIN=${TRACK_BIN:-$BIN}
-"$TRACK_BIN" migrate --database-url "$DB" > /dev/null
-RUST_LOG=info "$TRACK_BIN" track --database-url "$DB" --info-url "http://$FAKE/info" \
-  --ws-url "ws://$FAKE_WS/ws" --leaderboard-url "http://$FAKE/leaderboard" \
-  --metrics-bind "$METRICS" 2> "$WORK/track.log" &
+track_db
+start_track "$FAKE" "$FAKE_WS" --metrics-bind "$METRICS"
 
 echo "| minute | publishes applied / failed | last publish age (s) | held back | flat-trader reads (wallets read again) | candle requests (most in a minute, shortest gap s) | members missing / unknown |"
 echo "|---|---|---|---|---|---|---|"
