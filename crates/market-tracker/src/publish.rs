@@ -161,25 +161,25 @@ impl Publisher {
             lock(book).rebase(stored);
             self.base = base;
         }
-        let (mut include, watermark) = {
+        let mut include = {
             let book = lock(book);
             // A wallet held back whose read is gone (superseded by another
             // writer's version) is no longer held.
             self.held_back.retain(|a, _| book.pending.contains_key(a));
             // Reads made from now on (while this publish is written) wait
             // for the next one: none is later than the version's time.
-            let watermark = book.next_read();
-            let include: BTreeSet<String> = book
+            let before = book.next_read();
+            let wallets = book
                 .pending
                 .iter()
-                .filter(|(_, p)| p.read < watermark)
+                .filter(|(_, p)| p.read < before)
                 .map(|(a, _)| a)
                 .filter(|a| self.held_back.get(*a).is_none_or(|h| h.until <= input.now))
                 .cloned()
                 .collect();
-            (include, watermark)
+            Selection { wallets, before }
         };
-        let error = match self.attempt(store, book, &include, watermark, true, input, true) {
+        let error = match self.attempt(store, book, &include, true, input, true) {
             Ok(published) => return Ok(published),
             Err(e) if !e.is_data() => return Err(fail(e.to_string())),
             Err(e) => e,
@@ -189,9 +189,9 @@ impl Publisher {
         // hold them back, and publish the rest.
         log::warn!(
             "publish refused ({error}): looking for the wallets at fault among {}",
-            include.len()
+            include.wallets.len()
         );
-        for (address, cause) in self.refused_wallets(store, book, &include, watermark, input) {
+        for (address, cause) in self.refused_wallets(store, book, &include, input) {
             let failures = self.held_back.get(&address).map_or(1, |h| h.failures + 1);
             let wait = self.retry_after * 2i32.pow(failures.min(16) - 1);
             let held = HeldBack {
@@ -204,17 +204,17 @@ impl Publisher {
                 held.until,
                 held.cause
             );
-            include.remove(&address);
+            include.wallets.remove(&address);
             self.held_back.insert(address, held);
         }
-        match self.attempt(store, book, &include, watermark, true, input, true) {
+        match self.attempt(store, book, &include, true, input, true) {
             Ok(published) => return Ok(published),
             Err(e) if !e.is_data() => return Err(fail(e.to_string())),
             Err(e) => log::warn!(
                 "publish refused without the wallets at fault ({e}): trying without candles and registry entries"
             ),
         }
-        self.attempt(store, book, &include, watermark, false, input, true)
+        self.attempt(store, book, &include, false, input, true)
             .map_err(|e| fail(e.to_string()))
     }
 
@@ -225,23 +225,26 @@ impl Publisher {
         &mut self,
         store: &Store,
         book: &Mutex<Book>,
-        include: &BTreeSet<String>,
-        watermark: u64,
+        include: &Selection,
         input: &PublishInput,
     ) -> Vec<(String, String)> {
+        let part = |wallets| Selection {
+            wallets,
+            before: include.before,
+        };
         // A version refused without any read is not a read's fault: no
         // wallet is held back for it.
-        let none = BTreeSet::new();
         if self
-            .attempt(store, book, &none, watermark, false, input, false)
+            .attempt(store, book, &part(BTreeSet::new()), false, input, false)
             .is_err()
         {
             return Vec::new();
         }
         let mut refused = Vec::new();
-        let mut sets = vec![include.clone()];
+        let mut sets = vec![include.wallets.clone()];
         while let Some(mut set) = sets.pop() {
-            match self.attempt(store, book, &set, watermark, false, input, false) {
+            let result = self.attempt(store, book, &part(set.clone()), false, input, false);
+            match result {
                 Ok(_) => {}
                 Err(e) if !e.is_data() => break,
                 Err(e) if set.len() == 1 => {
@@ -257,30 +260,21 @@ impl Publisher {
         refused
     }
 
-    /// One try: the reads of `include` numbered below `watermark` (the other
-    /// pending reads held back), with the candles and registry entries when
-    /// `extras`; committed when `commit` (and the publisher's state
-    /// updated), else rolled back.
-    #[allow(clippy::too_many_arguments)]
+    /// One try: the reads `include` selects (the other pending reads held
+    /// back), with the candles and registry entries when `extras`; committed
+    /// when `commit` (and the publisher's state updated), else rolled back.
     fn attempt(
         &mut self,
         store: &Store,
         book: &Mutex<Book>,
-        include: &BTreeSet<String>,
-        watermark: u64,
+        include: &Selection,
         extras: bool,
         input: &PublishInput,
         commit: bool,
     ) -> Result<Published, AttemptError> {
         let changes = {
             let book = lock(book);
-            // A wallet read again since the publish began waits whole.
-            let include: BTreeSet<String> = include
-                .iter()
-                .filter(|a| book.pending.get(*a).is_some_and(|p| p.read < watermark))
-                .cloned()
-                .collect();
-            Changes::compute(&book, &self.base, &include, input)?
+            Changes::compute(&book, &self.base, &include.in_book(&book), input)?
         };
         let batches: Vec<CandleBatch<'_>> = input
             .candles
@@ -339,6 +333,26 @@ impl Publisher {
             observed_at: Some(input.now),
         };
         Ok(published)
+    }
+}
+
+/// The reads one publish may write: the pending reads of `wallets`
+/// numbered below `before` (reads made once the publish began wait for the
+/// next one).
+struct Selection {
+    wallets: BTreeSet<String>,
+    before: u64,
+}
+
+impl Selection {
+    /// The selected wallets whose pending read is still below `before`: a
+    /// wallet read again since the publish began waits whole.
+    fn in_book(&self, book: &Book) -> BTreeSet<String> {
+        self.wallets
+            .iter()
+            .filter(|a| book.pending.get(*a).is_some_and(|p| p.read < self.before))
+            .cloned()
+            .collect()
     }
 }
 

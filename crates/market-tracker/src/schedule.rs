@@ -1099,7 +1099,6 @@ mod tests {
             // The observation time of each wallet's last published read.
             let mut published: HashMap<String, OffsetDateTime> = HashMap::new();
             let mut read_at: HashMap<String, OffsetDateTime> = HashMap::new();
-            let mut restarts = 0;
             for (n, step) in steps.iter().enumerate() {
                 match step {
                     Step::Leaderboard(w, v) => {
@@ -1145,7 +1144,6 @@ mod tests {
                     Step::Publish => published.extend(read_at.drain()),
                     Step::Advance(secs) => now += Duration::seconds(*secs),
                     Step::Restart => {
-                        restarts += 1;
                         let before: Vec<(String, Option<OffsetDateTime>)> = s
                             .iter()
                             .map(|t| (t.entry.address.clone(), s.due_of(&t.entry.address)))
@@ -1205,7 +1203,6 @@ mod tests {
                     saved.insert(e.address.clone(), e);
                 }
             }
-            let _ = restarts;
             Ok(())
         }
 
