@@ -680,22 +680,11 @@ pub fn materialize(network: &str, input: ScanInput) -> Result<Materialized, Aggr
         .iter()
         .zip(market_sides)
         .map(|(q, [long, short])| {
-            let long_liq = long.liq_value.into_big();
-            let short_liq = short.liq_value.into_big();
-            Market {
-                symbol: q.symbol.clone(),
-                price: q.price.clone(),
-                change24h_pct: change_pct(&q.price, &q.prev_day_price),
-                volume24h: q.volume24h.clone(),
-                open_interest: q.open_interest.clone(),
-                funding: q.funding.clone(),
-                long_count: long.count,
-                short_count: short.count,
-                long_short_ratio: long_short_ratio(long.count, short.count),
-                total_liquidation_value: Decimal(&long_liq + &short_liq),
-                long_liquidation_value: Decimal(long_liq),
-                short_liquidation_value: Decimal(short_liq),
-            }
+            market_of(
+                q,
+                (long.count, long.liq_value.into_big()),
+                (short.count, short.liq_value.into_big()),
+            )
         })
         .collect();
 
@@ -743,6 +732,25 @@ pub fn materialize(network: &str, input: ScanInput) -> Result<Materialized, Aggr
     })
 }
 
+/// A market from its quote and its (position count, liquidation value) per side.
+pub(crate) fn market_of(q: &Quote, long: (u64, BigDecimal), short: (u64, BigDecimal)) -> Market {
+    let ((long_count, long_liq), (short_count, short_liq)) = (long, short);
+    Market {
+        symbol: q.symbol.clone(),
+        price: q.price.clone(),
+        change24h_pct: change_pct(&q.price, &q.prev_day_price),
+        volume24h: q.volume24h.clone(),
+        open_interest: q.open_interest.clone(),
+        funding: q.funding.clone(),
+        long_count,
+        short_count,
+        long_short_ratio: long_short_ratio(long_count, short_count),
+        total_liquidation_value: Decimal(&long_liq + &short_liq),
+        long_liquidation_value: Decimal(long_liq),
+        short_liquidation_value: Decimal(short_liq),
+    }
+}
+
 /// Sorts `positions` by (market, wallet rank), that is by (symbol, address),
 /// given each position's (market, wallet rank) in `placed` and where each
 /// market's run starts: a counting sort on the market, a sort of each run's
@@ -776,6 +784,42 @@ fn sort_positions(
     drop(sorted);
     permute_in_place(positions, &mut order);
     Ok(())
+}
+
+/// The aggregates of one wallet over its positions, exactly as
+/// [`materialize`] computes them among others; its label and tags are
+/// filled into the positions, which end up ordered by symbol. Fails like
+/// [`materialize`] on a position of another wallet, on one in an asset
+/// `quoted` refuses, or on two positions in one asset.
+pub fn materialize_wallet(
+    input: WalletInput,
+    positions: &mut [MarketPosition],
+    quoted: impl Fn(&str) -> bool,
+) -> Result<Wallet, AggregateError> {
+    positions.sort_by(|a, b| a.symbol.cmp(&b.symbol));
+    for (i, p) in positions.iter().enumerate() {
+        let (address, symbol) = (p.address.clone(), p.symbol.clone());
+        if !quoted(&p.symbol) {
+            return Err(AggregateError::UnknownAsset { address, symbol });
+        }
+        if p.address != input.address {
+            return Err(AggregateError::UnknownWallet { address, symbol });
+        }
+        if i > 0 && positions[i - 1].symbol == p.symbol {
+            return Err(AggregateError::DuplicatePosition { address, symbol });
+        }
+    }
+    let (mut long, mut short) = (Sum::default(), Sum::default());
+    for p in positions.iter_mut() {
+        let value = &p.position_value.0;
+        match p.direction {
+            Direction::Long => long.add_assign(value, Fixed::from_big(value)),
+            Direction::Short => short.add_assign(value, Fixed::from_big(value)),
+        }
+        p.label = input.label.clone();
+        p.tags = input.tags.clone();
+    }
+    Ok(wallet_of(input, long, short, index_u32(positions.len())))
 }
 
 /// Address → input index of every wallet.

@@ -11,13 +11,13 @@ use time::OffsetDateTime;
 
 /// Running sums of one cohort.
 #[derive(Default)]
-struct Acc {
-    count: u64,
-    value: BigDecimal,
-    liq_value: BigDecimal,
-    value_x_leverage: BigDecimal,
-    value_x_entry: BigDecimal,
-    upnl: BigDecimal,
+pub(crate) struct Acc {
+    pub(crate) count: u64,
+    pub(crate) value: BigDecimal,
+    pub(crate) liq_value: BigDecimal,
+    pub(crate) value_x_leverage: BigDecimal,
+    pub(crate) value_x_entry: BigDecimal,
+    pub(crate) upnl: BigDecimal,
 }
 
 impl Acc {
@@ -33,7 +33,7 @@ impl Acc {
         self.upnl += &p.u_pnl.0;
     }
 
-    fn finish(self, size_class: SizeClass, side: Direction) -> Cohort {
+    pub(crate) fn finish(self, size_class: SizeClass, side: Direction) -> Cohort {
         let average = |weighted: BigDecimal, digits: i64| {
             (!self.value.is_zero()).then(|| {
                 Decimal((weighted / &self.value).with_scale_round(digits, RoundingMode::HalfUp))
@@ -62,7 +62,7 @@ pub const COHORT_ORDER: [(SizeClass, Direction); 6] = [
     (SizeClass::Whale, Direction::Short),
 ];
 
-fn slot(size_class: SizeClass, side: Direction) -> usize {
+pub(crate) fn slot(size_class: SizeClass, side: Direction) -> usize {
     COHORT_ORDER
         .iter()
         .position(|&c| c == (size_class, side))

@@ -136,14 +136,27 @@ pub fn network_coverage<P: PositionKeys>(
             }
         }
     }
+    let units = sizes
+        .into_iter()
+        .map(|[long, short]| long.into_big() + short.into_big());
+    coverage_of_units(as_of, markets, units, wallets)
+}
+
+/// The coverage report from the units each market's positions hold (long
+/// and short summed), in `markets` order.
+pub(crate) fn coverage_of_units(
+    as_of: OffsetDateTime,
+    markets: &[Market],
+    units: impl IntoIterator<Item = BigDecimal>,
+    wallets: WalletFreshness,
+) -> NetworkCoverage {
     let two = BigDecimal::from(2);
     let mut total = BigDecimal::zero();
     let mut covered_total = BigDecimal::zero();
     let mut items: Vec<MarketCoverage> = markets
         .iter()
-        .zip(sizes)
-        .map(|(m, [long, short])| {
-            let units = long.into_big() + short.into_big();
+        .zip(units)
+        .map(|(m, units)| {
             let covered = (units * &m.price.0 / &two).with_scale_round(2, RoundingMode::HalfUp);
             total += &m.open_interest.0;
             covered_total += &covered;

@@ -14,10 +14,13 @@ pub mod fixtures;
 pub mod position;
 pub mod sort_key;
 pub mod symbols;
+pub mod tally;
 
 pub use aggregate::{
-    materialize, AggregateError, Analytics, Materialized, Quote, ScanInput, WalletInput,
+    materialize, materialize_wallet, AggregateError, Analytics, Materialized, Quote, ScanInput,
+    WalletInput,
 };
 pub use buckets::{bucket_price, bucket_size_for_price};
 pub use position::{PositionKeys, Size};
 pub use sort_key::SortKey;
+pub use tally::{Rendered, Tally, Unquoted};

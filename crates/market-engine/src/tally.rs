@@ -1,0 +1,787 @@
+//! Running aggregates: the figures a data version carries per market (long
+//! and short counts, liquidation values, the current day's liquidation
+//! levels, the size-class cohorts and the units the coverage report sums),
+//! kept up to date from the wallets that change instead of recomputed over
+//! every position.
+//!
+//! [`Tally::remove`] takes out what a wallet served, [`Tally::add`] puts in
+//! what it serves now, and [`Tally::render`] answers exactly what
+//! [`materialize`](crate::materialize) answers over the same wallets (a
+//! property test holds the two equal). Every sum is exact, and it counts
+//! the scales of its members: a `BigDecimal` sum has the largest scale of
+//! what was added, which decides its text, and taking a member out must
+//! give the text the sum without it has.
+//!
+//! A tally is cheap to clone: markets and level buckets are shared
+//! (`Arc`), and changing a clone copies only the markets and buckets it
+//! touches. A publish computes its new aggregates on a clone, and keeps it
+//! only once the version is committed.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bigdecimal::BigDecimal;
+use market_model::{
+    Coverage, Decimal, Direction, Level, LiquidityDay, Market, MarketCohorts, MarketPosition,
+    NetworkCoverage, SizeClass, WalletFreshness,
+};
+use time::OffsetDateTime;
+
+use crate::aggregate::{liquidity_day, market_of, size_class, Materialized, Quote};
+use crate::buckets::{bucket_price, bucket_size_for_price};
+use crate::cohorts::{slot, Acc, COHORT_ORDER};
+use crate::coverage::coverage_of_units;
+use crate::fixed::Fixed;
+
+/// The aggregates of the served wallets, by market.
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    /// Quote and running sums of every market, by symbol.
+    markets: BTreeMap<String, Arc<MarketTally>>,
+    wallets: usize,
+    positions: usize,
+}
+
+/// The figures of a version that are per market or per network, rendered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendered {
+    /// Every market, ordered by symbol.
+    pub markets: Vec<Market>,
+    /// The `current` liquidity day of every market, ordered by symbol.
+    pub current_days: Vec<LiquidityDay>,
+    /// The size-class cohorts of every market, ordered by symbol.
+    pub cohorts: Vec<MarketCohorts>,
+    /// The coverage report.
+    pub coverage: NetworkCoverage,
+}
+
+/// A position in an asset the tally has no quote for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("position of {address} refers to unknown asset {symbol}")]
+pub struct Unquoted {
+    /// Wallet.
+    pub address: String,
+    /// Asset.
+    pub symbol: String,
+}
+
+#[derive(Clone, Debug)]
+struct MarketTally {
+    quote: Quote,
+    /// The bucket size of `levels` (the size the quote's price gives).
+    bucket_size: BigDecimal,
+    /// Positions per side (long, short).
+    count: [u64; 2],
+    /// Liquidation value per side: positions with a liquidation price.
+    liq_value: [Exact; 2],
+    /// Size in units per side.
+    units: [BigDecimal; 2],
+    cohorts: [CohortTally; 6],
+    /// Liquidation levels by (side, bucket price).
+    levels: BTreeMap<(u8, BigDecimal), Arc<Bucket>>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct CohortTally {
+    count: u64,
+    value: Exact,
+    liq_value: Exact,
+    value_x_leverage: Exact,
+    value_x_entry: Exact,
+    upnl: Exact,
+}
+
+/// One liquidation level: its positions ordered by (liquidation price,
+/// address), so that the first is the minimum and ties go to the lower
+/// address, as [`materialize`](crate::materialize) meets them.
+#[derive(Clone, Debug, Default)]
+struct Bucket {
+    members: Vec<Member>,
+    total: Exact,
+}
+
+#[derive(Clone, Debug)]
+struct Member {
+    liq: Num,
+    value: Num,
+    wallet: Arc<str>,
+}
+
+/// A decimal kept small: its integer and scale inline when they fit.
+#[derive(Clone, Debug)]
+enum Num {
+    Small { mantissa: i64, scale: i16 },
+    Big(Box<BigDecimal>),
+}
+
+impl Num {
+    fn of(v: &BigDecimal) -> Num {
+        let small = Fixed::from_big(v).and_then(|f| {
+            Some(Num::Small {
+                mantissa: i64::try_from(f.mantissa).ok()?,
+                scale: i16::try_from(f.scale).ok()?,
+            })
+        });
+        small.unwrap_or_else(|| Num::Big(Box::new(v.clone())))
+    }
+
+    fn fixed(&self) -> Option<Fixed> {
+        match self {
+            Num::Small { mantissa, scale } => Some(Fixed {
+                mantissa: (*mantissa).into(),
+                scale: (*scale).into(),
+            }),
+            Num::Big(_) => None,
+        }
+    }
+
+    fn to_big(&self) -> BigDecimal {
+        match self {
+            Num::Small { .. } => self.fixed().expect("small").to_big(),
+            Num::Big(b) => (**b).clone(),
+        }
+    }
+
+    /// Numeric comparison.
+    fn cmp_value(&self, other: &Num) -> Ordering {
+        match (self.fixed(), other.fixed()) {
+            (Some(a), Some(b)) => a.cmp_value(b),
+            _ => self.to_big().cmp(&other.to_big()),
+        }
+    }
+}
+
+/// An exact sum with the scales of its members counted: its text is the
+/// one the sum of the members present has, whatever was added and taken
+/// out before.
+#[derive(Clone, Debug, Default)]
+struct Exact {
+    sum: BigDecimal,
+    /// (scale, members with that scale), by scale.
+    scales: Vec<(i64, u32)>,
+}
+
+impl Exact {
+    fn add(&mut self, v: &BigDecimal) {
+        self.sum += v;
+        let scale = v.as_bigint_and_scale().1;
+        match self.scales.binary_search_by_key(&scale, |s| s.0) {
+            Ok(i) => self.scales[i].1 += 1,
+            Err(i) => self.scales.insert(i, (scale, 1)),
+        }
+    }
+
+    fn sub(&mut self, v: &BigDecimal) {
+        self.sum -= v;
+        let scale = v.as_bigint_and_scale().1;
+        let i = self
+            .scales
+            .binary_search_by_key(&scale, |s| s.0)
+            .expect("only what was added is taken out");
+        self.scales[i].1 -= 1;
+        if self.scales[i].1 == 0 {
+            self.scales.remove(i);
+        }
+    }
+
+    /// The sum as adding its members to `BigDecimal::zero()` gives it.
+    fn added_to_zero(&self) -> BigDecimal {
+        let scale = self.scales.last().map_or(0, |s| s.0.max(0));
+        self.sum.with_scale(scale)
+    }
+
+    /// The sum as adding its members to the first one gives it.
+    fn of_members(&self) -> BigDecimal {
+        let scale = self.scales.last().map_or(0, |s| s.0);
+        self.sum.with_scale(scale)
+    }
+}
+
+fn side_index(d: Direction) -> usize {
+    match d {
+        Direction::Long => 0,
+        Direction::Short => 1,
+    }
+}
+
+fn side_of(i: u8) -> Direction {
+    if i == 0 {
+        Direction::Long
+    } else {
+        Direction::Short
+    }
+}
+
+impl MarketTally {
+    fn new(quote: Quote) -> MarketTally {
+        MarketTally {
+            bucket_size: bucket_size_for_price(&quote.price).0,
+            quote,
+            count: [0; 2],
+            liq_value: Default::default(),
+            units: Default::default(),
+            cohorts: Default::default(),
+            levels: BTreeMap::new(),
+        }
+    }
+
+    /// Adds (`add`) or takes out one position of a wallet of size class `class`.
+    fn change(&mut self, p: &MarketPosition, class: SizeClass, wallet: &Arc<str>, add: bool) {
+        let side = side_index(p.direction);
+        let value = &p.position_value.0;
+        let cohort = &mut self.cohorts[slot(class, p.direction)];
+        let products = [value * &p.leverage.0, value * &p.entry_price.0];
+        if add {
+            self.count[side] += 1;
+            self.units[side] += &p.size.0;
+            cohort.count += 1;
+            cohort.value.add(value);
+            cohort.value_x_leverage.add(&products[0]);
+            cohort.value_x_entry.add(&products[1]);
+            cohort.upnl.add(&p.u_pnl.0);
+        } else {
+            self.count[side] -= 1;
+            self.units[side] -= &p.size.0;
+            cohort.count -= 1;
+            cohort.value.sub(value);
+            cohort.value_x_leverage.sub(&products[0]);
+            cohort.value_x_entry.sub(&products[1]);
+            cohort.upnl.sub(&p.u_pnl.0);
+        }
+        let Some(liq) = &p.liq_price else { return };
+        if add {
+            self.liq_value[side].add(value);
+            cohort.liq_value.add(value);
+        } else {
+            self.liq_value[side].sub(value);
+            cohort.liq_value.sub(value);
+        }
+        let key = (side as u8, bucket_price(&liq.0, &self.bucket_size));
+        let member = Member {
+            liq: Num::of(&liq.0),
+            value: Num::of(value),
+            wallet: wallet.clone(),
+        };
+        if add {
+            let bucket = Arc::make_mut(self.levels.entry(key).or_default());
+            let at = bucket.find(&member).unwrap_or_else(|i| i);
+            bucket.members.insert(at, member);
+            bucket.total.add(value);
+        } else {
+            let Some(bucket) = self.levels.get_mut(&key) else {
+                panic!("only what was added is taken out");
+            };
+            let bucket = Arc::make_mut(bucket);
+            let at = bucket
+                .find(&member)
+                .expect("only what was added is taken out");
+            bucket.members.remove(at);
+            bucket.total.sub(value);
+            if bucket.members.is_empty() {
+                self.levels.remove(&key);
+            }
+        }
+    }
+
+    /// Takes a new quote; the levels are bucketed again when its price
+    /// gives another bucket size.
+    fn requote(&mut self, quote: &Quote) {
+        self.quote = quote.clone();
+        let size = bucket_size_for_price(&quote.price).0;
+        // Equal sizes have equal scales (see `bucket_size_for_price`).
+        if size == self.bucket_size {
+            return;
+        }
+        self.bucket_size = size;
+        let mut members: Vec<(u8, Member)> = Vec::new();
+        for ((side, _), bucket) in std::mem::take(&mut self.levels) {
+            members.extend(bucket.members.iter().map(|m| (side, m.clone())));
+        }
+        for (side, m) in members {
+            let key = (side, bucket_price(&m.liq.to_big(), &self.bucket_size));
+            let bucket = Arc::make_mut(self.levels.entry(key).or_default());
+            let at = bucket.find(&m).unwrap_or_else(|i| i);
+            bucket.total.add(&m.value.to_big());
+            bucket.members.insert(at, m);
+        }
+    }
+
+    fn market(&self) -> Market {
+        let liq = |i: usize| (self.count[i], self.liq_value[i].added_to_zero());
+        market_of(&self.quote, liq(0), liq(1))
+    }
+
+    fn levels(&self) -> Vec<Level> {
+        self.levels
+            .iter()
+            .map(|((side, price), b)| {
+                let first = &b.members[0];
+                let last = &b.members[b.members.len() - 1];
+                // Equal prices keep the first met (the lower address).
+                let max = b
+                    .members
+                    .iter()
+                    .find(|m| m.liq.cmp_value(&last.liq).is_eq())
+                    .expect("the last member is one");
+                Level {
+                    side: side_of(*side),
+                    bucket_price: Decimal(price.clone()),
+                    position_count: b.members.len() as u64,
+                    total_amount_usd: Decimal(b.total.of_members()),
+                    min_liquidation_price: Decimal(first.liq.to_big()),
+                    max_liquidation_price: Decimal(max.liq.to_big()),
+                }
+            })
+            .collect()
+    }
+
+    fn cohorts(&self, observed_at: OffsetDateTime) -> MarketCohorts {
+        MarketCohorts {
+            symbol: self.quote.symbol.clone(),
+            observed_at,
+            items: self
+                .cohorts
+                .iter()
+                .zip(COHORT_ORDER)
+                .map(|(c, (class, side))| {
+                    Acc {
+                        count: c.count,
+                        value: c.value.added_to_zero(),
+                        liq_value: c.liq_value.added_to_zero(),
+                        value_x_leverage: c.value_x_leverage.added_to_zero(),
+                        value_x_entry: c.value_x_entry.added_to_zero(),
+                        upnl: c.upnl.added_to_zero(),
+                    }
+                    .finish(class, side)
+                })
+                .collect(),
+            coverage: Coverage::ScannedWallets,
+        }
+    }
+}
+
+impl Bucket {
+    /// Where `m` is (or would go) in the (liquidation price, address) order.
+    fn find(&self, m: &Member) -> Result<usize, usize> {
+        self.members.binary_search_by(|x| {
+            x.liq
+                .cmp_value(&m.liq)
+                .then_with(|| x.wallet.cmp(&m.wallet))
+        })
+    }
+}
+
+impl Tally {
+    /// An empty tally with a market per quote.
+    pub fn new(quotes: &[Quote]) -> Tally {
+        Tally {
+            markets: quotes
+                .iter()
+                .map(|q| (q.symbol.clone(), Arc::new(MarketTally::new(q.clone()))))
+                .collect(),
+            wallets: 0,
+            positions: 0,
+        }
+    }
+
+    /// The tally of a materialized version and the quotes it was
+    /// materialized from.
+    pub fn of(quotes: &[Quote], version: &Materialized) -> Tally {
+        let mut tally = Tally::new(quotes);
+        let mut by_wallet: HashMap<&str, Vec<&MarketPosition>> = HashMap::new();
+        for p in &version.positions {
+            by_wallet.entry(p.address.as_str()).or_default().push(p);
+        }
+        for w in &version.wallets {
+            let positions = by_wallet.remove(w.address.as_str()).unwrap_or_default();
+            tally
+                .add(&w.address, &w.account_total_value.0, positions)
+                .expect("a version's positions are in its markets");
+        }
+        tally
+    }
+
+    /// Wallets served.
+    pub fn wallets(&self) -> usize {
+        self.wallets
+    }
+
+    /// Positions served.
+    pub fn positions(&self) -> usize {
+        self.positions
+    }
+
+    /// Whether the tally has a market for exactly these symbols.
+    pub fn has_symbols<'a>(&self, symbols: impl IntoIterator<Item = &'a str>) -> bool {
+        let mut n = 0;
+        for s in symbols {
+            if !self.markets.contains_key(s) {
+                return false;
+            }
+            n += 1;
+        }
+        n == self.markets.len()
+    }
+
+    /// Takes new quotes of the same markets (see [`Tally::has_symbols`]);
+    /// quotes of other markets are ignored.
+    pub fn requote(&mut self, quotes: &[Quote]) {
+        for q in quotes {
+            if let Some(m) = self.markets.get_mut(&q.symbol) {
+                Arc::make_mut(m).requote(q);
+            }
+        }
+    }
+
+    /// Adds a served wallet: its address, account value (which gives its
+    /// size class) and positions. Nothing changes when a position is in a
+    /// market the tally has no quote for.
+    pub fn add<'a>(
+        &mut self,
+        address: &str,
+        account_value: &BigDecimal,
+        positions: impl IntoIterator<Item = &'a MarketPosition> + Clone,
+    ) -> Result<(), Unquoted> {
+        self.change(address, account_value, positions, true)
+    }
+
+    /// Takes out a wallet exactly as it was added.
+    ///
+    /// # Panics
+    ///
+    /// When it was not added so (a caller's bug: the sums would be wrong).
+    pub fn remove<'a>(
+        &mut self,
+        address: &str,
+        account_value: &BigDecimal,
+        positions: impl IntoIterator<Item = &'a MarketPosition> + Clone,
+    ) {
+        self.change(address, account_value, positions, false)
+            .expect("a wallet added was in quoted markets");
+    }
+
+    fn change<'a>(
+        &mut self,
+        address: &str,
+        account_value: &BigDecimal,
+        positions: impl IntoIterator<Item = &'a MarketPosition> + Clone,
+        add: bool,
+    ) -> Result<(), Unquoted> {
+        if let Some(p) = positions
+            .clone()
+            .into_iter()
+            .find(|p| !self.markets.contains_key(&p.symbol))
+        {
+            return Err(Unquoted {
+                address: address.to_owned(),
+                symbol: p.symbol.clone(),
+            });
+        }
+        let class = size_class(account_value);
+        let wallet: Arc<str> = Arc::from(address);
+        let mut n = 0;
+        for p in positions {
+            let m = self.markets.get_mut(&p.symbol).expect("checked above");
+            Arc::make_mut(m).change(p, class, &wallet, add);
+            n += 1;
+        }
+        if add {
+            self.wallets += 1;
+            self.positions += n;
+        } else {
+            self.wallets -= 1;
+            self.positions -= n;
+        }
+        Ok(())
+    }
+
+    /// The version's per-market figures and coverage report, as
+    /// [`materialize`](crate::materialize) and
+    /// [`network_coverage`](crate::coverage::network_coverage) give them
+    /// for the same wallets and quotes.
+    pub fn render(
+        &self,
+        network: &str,
+        observed_at: OffsetDateTime,
+        freshness: WalletFreshness,
+    ) -> Rendered {
+        let markets: Vec<Market> = self.markets.values().map(|m| m.market()).collect();
+        let current_days = self
+            .markets
+            .values()
+            .map(|m| {
+                liquidity_day(
+                    observed_at.date(),
+                    network,
+                    &m.quote.symbol,
+                    Coverage::Current,
+                    Decimal(m.bucket_size.clone()),
+                    observed_at,
+                    m.levels(),
+                )
+            })
+            .collect();
+        let cohorts = self
+            .markets
+            .values()
+            .map(|m| m.cohorts(observed_at))
+            .collect();
+        let units = self.markets.values().map(|m| &m.units[0] + &m.units[1]);
+        let coverage = coverage_of_units(observed_at, &markets, units, freshness);
+        Rendered {
+            markets,
+            current_days,
+            cohorts,
+            coverage,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::coverage::network_coverage;
+    use crate::fixtures::d;
+    use crate::{materialize, ScanInput, WalletInput};
+
+    const SYMBOLS: [&str; 3] = ["BTC", "ETH", "xyz:TSLA"];
+    // Prices on both sides of bucket-size boundaries (1, 2, 5 × 10^k).
+    const PRICES: [&str; 8] = [
+        "0.95", "1.05", "99.5", "100", "250", "199.9", "5000", "4999",
+    ];
+    const ACCOUNTS: [&str; 6] = ["0", "500", "100000", "150000.5", "1000000", "2000000.00"];
+    // Numerically equal values with other scales make the texts differ.
+    const VALUES: [&str; 6] = ["100", "100.5", "100.50", "2500.25", "7", "0.125"];
+    const LIQS: [&str; 10] = [
+        "99", "99.0", "100.5", "101", "250", "251", "4990.1", "4990.10", "1.0", "0.99",
+    ];
+    const OTHER: [&str; 5] = ["0", "-1.5", "2.25", "0.00", "10.5"];
+
+    #[derive(Clone, Debug)]
+    struct Pos {
+        symbol: usize,
+        long: bool,
+        value: usize,
+        liq: Option<usize>,
+        size: usize,
+        leverage: usize,
+        entry: usize,
+        upnl: usize,
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A wallet served with (account, positions), or no longer served.
+        Set(usize, Option<(usize, Vec<Pos>)>),
+        /// New prices.
+        Requote([usize; 3]),
+    }
+
+    fn pos() -> impl Strategy<Value = Pos> {
+        (
+            0..SYMBOLS.len(),
+            any::<bool>(),
+            0..VALUES.len(),
+            proptest::option::of(0..LIQS.len()),
+            (
+                0..OTHER.len(),
+                0..OTHER.len(),
+                0..OTHER.len(),
+                0..OTHER.len(),
+            ),
+        )
+            .prop_map(
+                |(symbol, long, value, liq, (size, leverage, entry, upnl))| Pos {
+                    symbol,
+                    long,
+                    value,
+                    liq,
+                    size,
+                    leverage,
+                    entry,
+                    upnl,
+                },
+            )
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (
+                0..8usize,
+                proptest::option::of((0..ACCOUNTS.len(), proptest::collection::vec(pos(), 0..4)))
+            )
+                .prop_map(|(w, s)| Op::Set(w, s)),
+            1 => [0..PRICES.len(), 0..PRICES.len(), 0..PRICES.len()].prop_map(Op::Requote),
+        ]
+    }
+
+    fn quotes(prices: [usize; 3]) -> Vec<Quote> {
+        SYMBOLS
+            .iter()
+            .zip(prices)
+            .map(|(s, p)| Quote {
+                symbol: s.to_string(),
+                price: d(PRICES[p]),
+                prev_day_price: d("100"),
+                volume24h: d("1000"),
+                open_interest: d("50000"),
+                funding: d("0.0001"),
+            })
+            .collect()
+    }
+
+    fn positions(address: &str, ps: &[Pos]) -> Vec<MarketPosition> {
+        let mut seen = std::collections::HashSet::new();
+        ps.iter()
+            .filter(|p| seen.insert(p.symbol))
+            .map(|p| {
+                let mut m = crate::fixtures::position(
+                    address,
+                    SYMBOLS[p.symbol],
+                    if p.long {
+                        Direction::Long
+                    } else {
+                        Direction::Short
+                    },
+                    VALUES[p.value],
+                    p.liq.map(|l| LIQS[l]),
+                );
+                m.size = d(OTHER[p.size].trim_start_matches('-'));
+                m.leverage = d(OTHER[p.leverage]);
+                m.entry_price = d(OTHER[p.entry]);
+                m.u_pnl = d(OTHER[p.upnl]);
+                m
+            })
+            .collect()
+    }
+
+    type Wallets = BTreeMap<String, (Decimal, Vec<MarketPosition>)>;
+
+    /// What `materialize` and `network_coverage` give for these wallets.
+    fn oracle(quotes: &[Quote], wallets: &Wallets, at: OffsetDateTime) -> Rendered {
+        let input = ScanInput {
+            observed_at: at,
+            quotes: quotes.to_vec(),
+            wallets: wallets
+                .iter()
+                .map(|(a, (account, _))| WalletInput {
+                    address: a.clone(),
+                    label: None,
+                    tags: vec![],
+                    kols: vec![],
+                    kol_profile: None,
+                    account_value: account.clone(),
+                    observed_at: at,
+                    analytics: None,
+                })
+                .collect(),
+            positions: wallets.values().flat_map(|w| w.1.clone()).collect(),
+        };
+        let m = materialize("perpnet", input).unwrap();
+        let coverage = network_coverage(at, &m.markets, &m.positions, freshness());
+        Rendered {
+            markets: m.markets,
+            current_days: m.current_days,
+            cohorts: m.cohorts,
+            coverage,
+        }
+    }
+
+    /// Every field with its scale: `Decimal`s compare by value, and the
+    /// text they serve is what must be equal.
+    fn text(r: &Rendered) -> String {
+        format!("{r:#?}")
+    }
+
+    fn freshness() -> WalletFreshness {
+        crate::coverage::wallet_freshness(datetime!(2026-11-25 12:00 UTC), [])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any sequence of wallet changes and new prices: the tally renders
+        /// what materializing every wallet renders, and a clone changed
+        /// after it leaves it as it was.
+        #[test]
+        fn a_tally_renders_what_materializing_everything_renders(
+            ops in proptest::collection::vec(op(), 1..40)
+        ) {
+            let at = datetime!(2026-11-25 12:00 UTC);
+            let mut prices = [3, 4, 6];
+            let mut wallets = Wallets::new();
+            let mut tally = Tally::new(&quotes(prices));
+            for op in ops {
+                let before = tally.clone();
+                let expected_before = oracle(&quotes(prices), &wallets, at);
+                match op {
+                    Op::Set(w, state) => {
+                        let address = format!("0x{w:02x}");
+                        if let Some((account, ps)) = wallets.remove(&address) {
+                            tally.remove(&address, &account.0, &ps);
+                        }
+                        if let Some((account, ps)) = state {
+                            let account = d(ACCOUNTS[account]);
+                            let ps = positions(&address, &ps);
+                            tally.add(&address, &account.0, &ps).unwrap();
+                            wallets.insert(address, (account, ps));
+                        }
+                    }
+                    Op::Requote(p) => {
+                        prices = p;
+                        tally.requote(&quotes(prices));
+                    }
+                }
+                prop_assert_eq!(
+                    text(&tally.render("perpnet", at, freshness())),
+                    text(&oracle(&quotes(prices), &wallets, at))
+                );
+                prop_assert_eq!(tally.wallets(), wallets.len());
+                prop_assert_eq!(tally.positions(), wallets.values().map(|w| w.1.len()).sum::<usize>());
+                prop_assert_eq!(
+                    text(&before.render("perpnet", at, freshness())),
+                    text(&expected_before)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_tally_of_a_version_renders_it() {
+        let input = crate::fixtures::sample();
+        let quotes = input.quotes.clone();
+        let at = input.observed_at;
+        let m = materialize("perpnet", input).unwrap();
+        let tally = Tally::of(&quotes, &m);
+        let rendered = tally.render("perpnet", at, freshness());
+        assert_eq!(
+            format!("{:?}", rendered.markets),
+            format!("{:?}", m.markets)
+        );
+        assert_eq!(
+            format!("{:?}", rendered.current_days),
+            format!("{:?}", m.current_days)
+        );
+        assert_eq!(
+            format!("{:?}", rendered.cohorts),
+            format!("{:?}", m.cohorts)
+        );
+        assert_eq!(tally.wallets(), m.wallets.len());
+        assert_eq!(tally.positions(), m.positions.len());
+    }
+
+    #[test]
+    fn a_position_in_an_unquoted_asset_is_refused_and_changes_nothing() {
+        let mut tally = Tally::new(&quotes([0, 0, 0]));
+        let p = crate::fixtures::position("0xa", "SOL", Direction::Long, "1", None);
+        let err = tally.add("0xa", &d("1").0, [&p]).unwrap_err();
+        assert_eq!(err.symbol, "SOL");
+        assert_eq!(tally.wallets(), 0);
+    }
+}
