@@ -8,8 +8,9 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use market_demo::{generate, DemoConfig};
 use market_engine::buckets::bucket_size_for_price;
 use market_engine::candles::rollup;
-use market_engine::materialize;
-use market_model::Interval;
+use market_engine::coverage::{network_coverage, wallet_freshness};
+use market_engine::{materialize, materialize_wallet, Tally};
+use market_model::{Decimal, Interval, MarketPosition};
 
 fn engine(c: &mut Criterion) {
     // The reference dataset: 100,000 wallets, about 400,000 positions.
@@ -64,5 +65,95 @@ fn engine(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, engine);
+/// One publish's aggregates at an own node's scale: 300,000 served wallets
+/// (about 1.2M positions), 7,000 of them changed. `materialize_everything`
+/// is what a publish cost before the tally (every served wallet
+/// materialized, the coverage summed over every position);
+/// `tally_changed_wallets` is what it costs now (the base's tally cloned,
+/// each changed wallet materialized, taken out as it was and put in as it
+/// is, then rendered).
+fn publish(c: &mut Criterion) {
+    let now = time::macros::datetime!(2026-11-22 12:00 UTC);
+    let data = generate(&DemoConfig::new(300_000, 42, now), &mut |_, _, _| {});
+    let quotes = data.scan.quotes.clone();
+    let base = materialize("perpnet", data.scan.clone()).unwrap();
+    let tally = Tally::of(&quotes, &base);
+    eprintln!(
+        "publish dataset: {} wallets, {} positions",
+        tally.wallets(),
+        tally.positions()
+    );
+    // Every 40th wallet changes (7,500): each position gains 1 USD of value.
+    let mut by_wallet: std::collections::HashMap<&str, Vec<&MarketPosition>> =
+        std::collections::HashMap::new();
+    for p in &base.positions {
+        by_wallet.entry(&p.address).or_default().push(p);
+    }
+    let changed: Vec<_> = data
+        .scan
+        .wallets
+        .iter()
+        .step_by(40)
+        .map(|w| {
+            let old: Vec<MarketPosition> = by_wallet
+                .get(w.address.as_str())
+                .map(|ps| ps.iter().map(|p| (*p).clone()).collect())
+                .unwrap_or_default();
+            let new: Vec<MarketPosition> = old
+                .iter()
+                .map(|p| MarketPosition {
+                    position_value: Decimal(&p.position_value.0 + bigdecimal::BigDecimal::from(1)),
+                    ..p.clone()
+                })
+                .collect();
+            (w.clone(), old, new)
+        })
+        .collect();
+    let mut next = data.scan.clone();
+    let moved: std::collections::HashSet<&str> =
+        changed.iter().map(|(w, _, _)| w.address.as_str()).collect();
+    next.positions
+        .retain(|p| !moved.contains(p.address.as_str()));
+    next.positions
+        .extend(changed.iter().flat_map(|(_, _, new)| new.iter().cloned()));
+    let freshness = wallet_freshness(now, []);
+
+    let mut g = c.benchmark_group("publish");
+    g.sample_size(10);
+    g.bench_function(
+        format!("materialize_everything_{}_wallets", tally.wallets()),
+        |b| {
+            b.iter_batched(
+                || next.clone(),
+                |scan| {
+                    let m = materialize("perpnet", scan).unwrap();
+                    let coverage =
+                        network_coverage(now, &m.markets, &m.positions, freshness.clone());
+                    black_box((m, coverage))
+                },
+                BatchSize::LargeInput,
+            )
+        },
+    );
+    g.bench_function(format!("tally_{}_changed_wallets", changed.len()), |b| {
+        b.iter(|| {
+            let mut t = tally.clone();
+            t.requote(&quotes);
+            let mut wallets = Vec::with_capacity(changed.len());
+            for (input, old, new) in &changed {
+                t.remove(&input.address, &input.account_value.0, old)
+                    .unwrap();
+                let mut served = new.clone();
+                let w = materialize_wallet(input.clone(), &mut served, |_| true).unwrap();
+                t.add(&input.address, &input.account_value.0, &served)
+                    .unwrap();
+                wallets.push(w);
+            }
+            black_box((t.render("perpnet", now, freshness.clone()), wallets))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, engine, publish);
 criterion_main!(benches);

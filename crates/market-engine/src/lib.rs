@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod analytics;
 pub mod buckets;
 pub mod candles;
+pub mod changes;
 pub mod cohorts;
 pub mod coverage;
 pub mod days;
@@ -21,6 +22,7 @@ pub use aggregate::{
     WalletInput,
 };
 pub use buckets::{bucket_price, bucket_size_for_price};
+pub use changes::VersionChanges;
 pub use position::{PositionKeys, Size};
 pub use sort_key::SortKey;
-pub use tally::{Rendered, Tally, Unquoted};
+pub use tally::{NotAdded, Rendered, Tally, Unquoted};

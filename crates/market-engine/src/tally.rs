@@ -66,6 +66,12 @@ pub struct Unquoted {
     pub symbol: String,
 }
 
+/// A wallet taken out of a tally it was not added to, or not as it was
+/// added: the tally is no longer exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a wallet was taken out of the tally other than it was added")]
+pub struct NotAdded;
+
 #[derive(Clone, Debug)]
 struct MarketTally {
     quote: Quote,
@@ -172,17 +178,18 @@ impl Exact {
         }
     }
 
-    fn sub(&mut self, v: &BigDecimal) {
+    fn sub(&mut self, v: &BigDecimal) -> Result<(), NotAdded> {
         self.sum -= v;
         let scale = v.as_bigint_and_scale().1;
         let i = self
             .scales
             .binary_search_by_key(&scale, |s| s.0)
-            .expect("only what was added is taken out");
+            .map_err(|_| NotAdded)?;
         self.scales[i].1 -= 1;
         if self.scales[i].1 == 0 {
             self.scales.remove(i);
         }
+        Ok(())
     }
 
     /// The sum as adding its members to `BigDecimal::zero()` gives it.
@@ -227,7 +234,13 @@ impl MarketTally {
     }
 
     /// Adds (`add`) or takes out one position of a wallet of size class `class`.
-    fn change(&mut self, p: &MarketPosition, class: SizeClass, wallet: &Arc<str>, add: bool) {
+    fn change(
+        &mut self,
+        p: &MarketPosition,
+        class: SizeClass,
+        wallet: &Arc<str>,
+        add: bool,
+    ) -> Result<(), NotAdded> {
         let side = side_index(p.direction);
         let value = &p.position_value.0;
         let cohort = &mut self.cohorts[slot(class, p.direction)];
@@ -241,21 +254,23 @@ impl MarketTally {
             cohort.value_x_entry.add(&products[1]);
             cohort.upnl.add(&p.u_pnl.0);
         } else {
-            self.count[side] -= 1;
+            self.count[side] = self.count[side].checked_sub(1).ok_or(NotAdded)?;
             self.units[side] -= &p.size.0;
-            cohort.count -= 1;
-            cohort.value.sub(value);
-            cohort.value_x_leverage.sub(&products[0]);
-            cohort.value_x_entry.sub(&products[1]);
-            cohort.upnl.sub(&p.u_pnl.0);
+            cohort.count = cohort.count.checked_sub(1).ok_or(NotAdded)?;
+            cohort.value.sub(value)?;
+            cohort.value_x_leverage.sub(&products[0])?;
+            cohort.value_x_entry.sub(&products[1])?;
+            cohort.upnl.sub(&p.u_pnl.0)?;
         }
-        let Some(liq) = &p.liq_price else { return };
+        let Some(liq) = &p.liq_price else {
+            return Ok(());
+        };
         if add {
             self.liq_value[side].add(value);
             cohort.liq_value.add(value);
         } else {
-            self.liq_value[side].sub(value);
-            cohort.liq_value.sub(value);
+            self.liq_value[side].sub(value)?;
+            cohort.liq_value.sub(value)?;
         }
         let key = (side as u8, bucket_price(&liq.0, &self.bucket_size));
         let member = Member {
@@ -269,19 +284,15 @@ impl MarketTally {
             bucket.members.insert(at, member);
             bucket.total.add(value);
         } else {
-            let Some(bucket) = self.levels.get_mut(&key) else {
-                panic!("only what was added is taken out");
-            };
-            let bucket = Arc::make_mut(bucket);
-            let at = bucket
-                .find(&member)
-                .expect("only what was added is taken out");
+            let bucket = Arc::make_mut(self.levels.get_mut(&key).ok_or(NotAdded)?);
+            let at = bucket.find(&member).map_err(|_| NotAdded)?;
             bucket.members.remove(at);
-            bucket.total.sub(value);
+            bucket.total.sub(value)?;
             if bucket.members.is_empty() {
                 self.levels.remove(&key);
             }
         }
+        Ok(())
     }
 
     /// Takes a new quote; the levels are bucketed again when its price
@@ -443,47 +454,53 @@ impl Tally {
         account_value: &BigDecimal,
         positions: impl IntoIterator<Item = &'a MarketPosition> + Clone,
     ) -> Result<(), Unquoted> {
+        if let Some(p) = self.unquoted(positions.clone()) {
+            return Err(Unquoted {
+                address: address.to_owned(),
+                symbol: p.symbol.clone(),
+            });
+        }
         self.change(address, account_value, positions, true)
+            .expect("adding to quoted markets cannot fail");
+        Ok(())
     }
 
-    /// Takes out a wallet exactly as it was added.
-    ///
-    /// # Panics
-    ///
-    /// When it was not added so (a caller's bug: the sums would be wrong).
+    /// Takes out a wallet exactly as it was added. When it was not (a
+    /// caller's bug), the tally is no longer exact: discard it.
     pub fn remove<'a>(
         &mut self,
         address: &str,
         account_value: &BigDecimal,
         positions: impl IntoIterator<Item = &'a MarketPosition> + Clone,
-    ) {
+    ) -> Result<(), NotAdded> {
+        if self.unquoted(positions.clone()).is_some() || self.wallets == 0 {
+            return Err(NotAdded);
+        }
         self.change(address, account_value, positions, false)
-            .expect("a wallet added was in quoted markets");
+    }
+
+    fn unquoted<'a>(
+        &self,
+        positions: impl IntoIterator<Item = &'a MarketPosition>,
+    ) -> Option<&'a MarketPosition> {
+        positions
+            .into_iter()
+            .find(|p| !self.markets.contains_key(&p.symbol))
     }
 
     fn change<'a>(
         &mut self,
         address: &str,
         account_value: &BigDecimal,
-        positions: impl IntoIterator<Item = &'a MarketPosition> + Clone,
+        positions: impl IntoIterator<Item = &'a MarketPosition>,
         add: bool,
-    ) -> Result<(), Unquoted> {
-        if let Some(p) = positions
-            .clone()
-            .into_iter()
-            .find(|p| !self.markets.contains_key(&p.symbol))
-        {
-            return Err(Unquoted {
-                address: address.to_owned(),
-                symbol: p.symbol.clone(),
-            });
-        }
+    ) -> Result<(), NotAdded> {
         let class = size_class(account_value);
         let wallet: Arc<str> = Arc::from(address);
         let mut n = 0;
         for p in positions {
-            let m = self.markets.get_mut(&p.symbol).expect("checked above");
-            Arc::make_mut(m).change(p, class, &wallet, add);
+            let m = self.markets.get_mut(&p.symbol).ok_or(NotAdded)?;
+            Arc::make_mut(m).change(p, class, &wallet, add)?;
             n += 1;
         }
         if add {
@@ -491,7 +508,7 @@ impl Tally {
             self.positions += n;
         } else {
             self.wallets -= 1;
-            self.positions -= n;
+            self.positions = self.positions.checked_sub(n).ok_or(NotAdded)?;
         }
         Ok(())
     }
@@ -724,7 +741,7 @@ mod tests {
                     Op::Set(w, state) => {
                         let address = format!("0x{w:02x}");
                         if let Some((account, ps)) = wallets.remove(&address) {
-                            tally.remove(&address, &account.0, &ps);
+                            tally.remove(&address, &account.0, &ps).unwrap();
                         }
                         if let Some((account, ps)) = state {
                             let account = d(ACCOUNTS[account]);
@@ -783,5 +800,15 @@ mod tests {
         let err = tally.add("0xa", &d("1").0, [&p]).unwrap_err();
         assert_eq!(err.symbol, "SOL");
         assert_eq!(tally.wallets(), 0);
+    }
+
+    #[test]
+    fn taking_out_what_was_not_added_is_an_error() {
+        let mut tally = Tally::new(&quotes([0, 0, 0]));
+        let p = crate::fixtures::position("0xa", "BTC", Direction::Long, "1", Some("0.9"));
+        assert_eq!(tally.remove("0xa", &d("1").0, [&p]), Err(NotAdded));
+        tally.add("0xa", &d("1").0, [&p]).unwrap();
+        let other = crate::fixtures::position("0xa", "BTC", Direction::Long, "1", Some("0.5"));
+        assert_eq!(tally.remove("0xa", &d("1").0, [&other]), Err(NotAdded));
     }
 }

@@ -9,8 +9,9 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use market_demo::{generate, DemoConfig};
 use market_engine::coverage::coverage_of;
 use market_engine::materialize;
+use market_engine::VersionChanges;
 use market_model::{Decimal, MarketPosition, Wallet};
-use market_snapshot::{Changes, Snapshot};
+use market_snapshot::Snapshot;
 
 fn index(c: &mut Criterion) {
     // The reference dataset: 100,000 wallets, about 400,000 positions.
@@ -48,7 +49,7 @@ fn apply(c: &mut Criterion) {
         .step_by(100)
         .map(|w| w.address.as_str())
         .collect();
-    let changes = Changes {
+    let changes = VersionChanges {
         observed_at: m.observed_at,
         markets: m.markets.clone(),
         current_days: m.current_days.clone(),

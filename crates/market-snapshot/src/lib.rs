@@ -6,6 +6,6 @@ pub mod snapshot;
 
 pub use rendered::RenderedPosition;
 pub use snapshot::{
-    AssetLookup, Changes, ItemKey, JsonItems, KeyedPage, Page, PositionKey, Snapshot, WalletKey,
+    AssetLookup, ItemKey, JsonItems, KeyedPage, Page, PositionKey, Snapshot, WalletKey,
     WalletOrder, WalletView,
 };

@@ -25,7 +25,7 @@ use market_model::{
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use market_engine::{Materialized, PositionKeys, SortKey};
+use market_engine::{Materialized, PositionKeys, SortKey, VersionChanges};
 
 use crate::rendered::RenderedPosition;
 
@@ -60,28 +60,6 @@ pub struct WalletOrder {
     pub size: Option<SizeClass>,
     /// Direction filter (wallets whose net direction is this).
     pub direction: Option<Direction>,
-}
-
-/// Everything that changed from one data version to the next, as a writer
-/// that rewrites whole wallets (`track`) stored it.
-#[derive(Clone, Debug)]
-pub struct Changes {
-    /// When the new version was observed.
-    pub observed_at: OffsetDateTime,
-    /// Every market of the new version (they are per asset and small).
-    pub markets: Vec<Market>,
-    /// The `current` liquidity day of every market of the new version.
-    pub current_days: Vec<LiquidityDay>,
-    /// The size-class cohorts of every market of the new version.
-    pub cohorts: Vec<MarketCohorts>,
-    /// The new version's coverage report, as its writer computed it.
-    pub coverage: NetworkCoverage,
-    /// Wallets that are new or changed, whole.
-    pub wallets: Vec<Wallet>,
-    /// Every position of those wallets (label and tags filled in).
-    pub positions: Vec<MarketPosition>,
-    /// Addresses of wallets that are no longer served.
-    pub removed: Vec<String>,
 }
 
 /// JSON items rendered back to back, each followed by a comma.
@@ -988,8 +966,8 @@ impl Snapshot {
     /// wallets and their positions are rendered; everything else is shared
     /// with this version. Positions of wallets not in `changes.wallets`, or
     /// of markets the new version does not have, are left out.
-    pub fn apply(&self, version: i64, changes: Changes) -> Snapshot {
-        let Changes {
+    pub fn apply(&self, version: i64, changes: VersionChanges) -> Snapshot {
+        let VersionChanges {
             observed_at,
             markets,
             current_days,
@@ -1799,7 +1777,7 @@ mod tests {
     }
 
     /// What a writer that rewrites whole wallets stores between `a` and `b`.
-    fn changes(a: &Materialized, b: &Materialized) -> Changes {
+    fn changes(a: &Materialized, b: &Materialized) -> VersionChanges {
         let before: HashMap<&str, &Wallet> =
             a.wallets.iter().map(|w| (w.address.as_str(), w)).collect();
         let positions_of = |m: &Materialized, address: &str| -> Vec<MarketPosition> {
@@ -1820,7 +1798,7 @@ mod tests {
             .collect();
         let kept: std::collections::HashSet<&str> =
             b.wallets.iter().map(|w| w.address.as_str()).collect();
-        Changes {
+        VersionChanges {
             observed_at: b.observed_at,
             markets: b.markets.clone(),
             current_days: b.current_days.clone(),

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
+use market_engine::VersionChanges;
 use market_model::{
     Candle, Direction, Interval, LiquidityDay, Market, MarketCohorts, MarketPosition,
     MarketPositionText, NetworkCoverage, Wallet, WalletFreshness,
@@ -209,28 +210,6 @@ pub struct LoadedSnapshot<P = MarketPosition> {
     pub cohorts: Vec<MarketCohorts>,
     /// Wallet freshness as its writer saw it, when the writer stored one (`track`).
     pub freshness: Option<WalletFreshness>,
-}
-
-/// What changed from one data version to a later one, read back for a
-/// running server to apply ([`Store::load_changes`]).
-#[derive(Clone, Debug)]
-pub struct LoadedChanges {
-    /// Metadata of the later version.
-    pub meta: SnapshotMeta,
-    /// Every market of the later version, by symbol.
-    pub markets: Vec<Market>,
-    /// The `current` liquidity days of the later version, by symbol.
-    pub current_days: Vec<LiquidityDay>,
-    /// The size-class cohorts of the later version, by symbol.
-    pub cohorts: Vec<MarketCohorts>,
-    /// The later version's coverage report, as its writer stored it.
-    pub coverage: NetworkCoverage,
-    /// Wallets written since the earlier version and served in the later one, by address.
-    pub wallets: Vec<Wallet>,
-    /// Every position of those wallets, label and tags filled in.
-    pub positions: Vec<MarketPosition>,
-    /// Wallets served in the earlier version and not in the later one.
-    pub removed: Vec<String>,
 }
 
 /// Candles of one asset and interval, for bulk writes.
@@ -689,7 +668,7 @@ impl Store {
         from: i64,
         meta: &SnapshotMeta,
         max_wallets: usize,
-    ) -> Result<Option<LoadedChanges>, StoreError> {
+    ) -> Result<Option<VersionChanges>, StoreError> {
         let v = meta.version;
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
@@ -778,8 +757,8 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()?;
         let positions = positions_from(position_rows, &wallets)?;
         let loaded = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?;
-        Ok(Some(LoadedChanges {
-            meta: loaded.meta,
+        Ok(Some(VersionChanges {
+            observed_at: loaded.meta.observed_at,
             markets: loaded.markets,
             current_days: loaded.current_days,
             cohorts: loaded.cohorts,

@@ -6,10 +6,8 @@
 //! and are written whole with every version.
 
 use diesel::prelude::*;
-use market_model::{
-    Decimal, LiquidityDay, Market, MarketCohorts, MarketPosition, NetworkCoverage, Wallet,
-    WalletFreshness,
-};
+use market_engine::VersionChanges;
+use market_model::{Decimal, LiquidityDay, WalletFreshness};
 use time::OffsetDateTime;
 
 use crate::ingest::{insert_tracked, insert_wallet_states, write_days_and_candles};
@@ -162,24 +160,13 @@ pub struct PublishWrite<'a> {
     /// latest, so that a writer never applies changes to a version it did
     /// not see.
     pub base_version: i64,
-    /// When it was published.
-    pub observed_at: OffsetDateTime,
-    /// Every market, with aggregates over every served wallet.
-    pub markets: &'a [Market],
-    /// The size-class cohorts of every market, over every served wallet.
-    pub cohorts: &'a [MarketCohorts],
-    /// The `current` liquidity day of every market.
-    pub current_days: &'a [LiquidityDay],
+    /// The new version's markets, current days, cohorts and coverage
+    /// report whole, and the wallets it changes.
+    pub changes: &'a VersionChanges,
     /// Wallets served in this version (all of them, changed or not).
     pub wallet_count: usize,
     /// Positions served in this version (all of them).
     pub position_count: usize,
-    /// Wallets that are new or changed since the previous version.
-    pub changed_wallets: &'a [Wallet],
-    /// Every open position of the changed wallets.
-    pub changed_positions: &'a [MarketPosition],
-    /// Wallets no longer served.
-    pub removed_wallets: &'a [String],
     /// Liquidity days frozen by this publish.
     pub frozen_days: &'a [LiquidityDay],
     /// Candle batches fetched since the previous publish.
@@ -199,9 +186,6 @@ pub struct PublishWrite<'a> {
     pub registry: &'a [RegistryEntry],
     /// Freshness of every tracked wallet as of `observed_at`.
     pub freshness: &'a WalletFreshness,
-    /// The version's coverage report (over every served position), stored
-    /// so that running servers can apply the changes without the positions.
-    pub coverage: &'a NetworkCoverage,
 }
 
 /// Addresses per `IN (…)` list.
@@ -272,15 +256,16 @@ impl Store {
                 found: latest,
             });
         }
+        let c = p.changes;
         write_days_and_candles(conn, p.frozen_days, p.candles, progress)?;
         let version = insert_version(
             conn,
             &VersionHeader {
                 source: p.source,
-                observed_at: p.observed_at,
-                markets: p.markets,
-                cohorts: p.cohorts,
-                current_days: p.current_days,
+                observed_at: c.observed_at,
+                markets: &c.markets,
+                cohorts: &c.cohorts,
+                current_days: &c.current_days,
                 wallet_count: p.wallet_count,
                 position_count: p.position_count,
             },
@@ -291,21 +276,21 @@ impl Store {
             conn,
             self.retention(),
             &crate::history::Observation {
-                observed_at: p.observed_at,
-                markets: p.markets,
-                cohorts: p.cohorts,
-                wallets: p.changed_wallets,
-                positions: p.changed_positions,
+                observed_at: c.observed_at,
+                markets: &c.markets,
+                cohorts: &c.cohorts,
+                wallets: &c.wallets,
+                positions: &c.positions,
                 full: false,
                 events: true,
                 newly_read: p.newly_read,
             },
         )?;
-        let touched: Vec<&str> = p
-            .changed_wallets
+        let touched: Vec<&str> = c
+            .wallets
             .iter()
             .map(|w| w.address.as_str())
-            .chain(p.removed_wallets.iter().map(String::as_str))
+            .chain(c.removed.iter().map(String::as_str))
             .collect();
         for chunk in touched.chunks(ADDRESS_CHUNK) {
             diesel::update(
@@ -335,21 +320,13 @@ impl Store {
             .execute(conn)?;
         }
         #[cfg(feature = "test-support")]
-        self.injected_fault(|a| {
-            read.contains(&a) || p.changed_wallets.iter().any(|w| w.address == a)
-        })?;
-        insert_wallet_rows(
-            conn,
-            version,
-            p.changed_wallets,
-            p.changed_positions,
-            progress,
-        )?;
+        self.injected_fault(|a| read.contains(&a) || c.wallets.iter().any(|w| w.address == a))?;
+        insert_wallet_rows(conn, version, &c.wallets, &c.positions, progress)?;
         insert_wallet_states(conn, p.wallet_states, progress)?;
         insert_tracked(conn, p.tracked, progress)?;
         upsert_registry(conn, p.registry)?;
         let body = serde_json::to_string(p.freshness).expect("model types serialize");
-        let coverage = serde_json::to_string(p.coverage).expect("model types serialize");
+        let coverage = serde_json::to_string(&c.coverage).expect("model types serialize");
         diesel::insert_into(version_freshness::table)
             .values((
                 version_freshness::version.eq(version),

@@ -1,5 +1,6 @@
 //! Repository tests on a real SQLite file, and on PostgreSQL when `TEST_DATABASE_URL` is set.
 
+use market_engine::VersionChanges;
 use market_model::*;
 use time::macros::{date, datetime};
 
@@ -571,20 +572,24 @@ fn incremental_publishes_read_back_as_whole_versions() {
                        removed: &[String],
                        total_w,
                        total_p| {
+            let changes = VersionChanges {
+                observed_at: datetime!(2026-11-22 01:01:00 UTC),
+                markets: markets.clone(),
+                current_days: vec![],
+                cohorts: vec![],
+                coverage: coverage.clone(),
+                wallets: changed.to_vec(),
+                positions: changed_positions.to_vec(),
+                removed: removed.to_vec(),
+            };
             store
                 .publish(
                     &PublishWrite {
                         source: "track",
                         base_version: store.latest_snapshot().unwrap().unwrap().version,
-                        observed_at: datetime!(2026-11-22 01:01:00 UTC),
-                        markets: &markets,
-                        cohorts: &[],
-                        current_days: &[],
+                        changes: &changes,
                         wallet_count: total_w,
                         position_count: total_p,
-                        changed_wallets: changed,
-                        changed_positions,
-                        removed_wallets: removed,
                         frozen_days: &[],
                         candles: &[],
                         wallet_states: &[],
@@ -592,7 +597,6 @@ fn incremental_publishes_read_back_as_whole_versions() {
                         newly_read: &[],
                         registry: &[],
                         freshness: &freshness,
-                        coverage: &coverage,
                     },
                     &mut |_, _, _| {},
                 )
@@ -739,20 +743,24 @@ fn publishes_replace_the_scan_state_of_every_wallet_read_and_refuse_a_stale_base
             first_seen_at: Some(datetime!(2026-11-22 01:00:00 UTC)),
             ..WalletScanState::default()
         };
+        let changes = VersionChanges {
+            observed_at: datetime!(2026-11-22 01:01:00 UTC),
+            markets: markets.clone(),
+            current_days: vec![],
+            cohorts: vec![],
+            coverage: coverage.clone(),
+            wallets: vec![],
+            positions: vec![],
+            removed: vec![],
+        };
         let publish = |base_version: i64, states: &[WalletScanState]| {
             store.publish(
                 &PublishWrite {
                     source: "track",
                     base_version,
-                    observed_at: datetime!(2026-11-22 01:01:00 UTC),
-                    markets: &markets,
-                    cohorts: &[],
-                    current_days: &[],
+                    changes: &changes,
                     wallet_count: 0,
                     position_count: 0,
-                    changed_wallets: &[],
-                    changed_positions: &[],
-                    removed_wallets: &[],
                     frozen_days: &[],
                     candles: &[],
                     wallet_states: states,
@@ -760,7 +768,6 @@ fn publishes_replace_the_scan_state_of_every_wallet_read_and_refuse_a_stale_base
                     newly_read: &[],
                     registry: &[],
                     freshness: &freshness,
-                    coverage: &coverage,
                 },
                 &mut |_, _, _| {},
             )

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bigdecimal::{BigDecimal, Zero};
-use market_engine::WalletInput;
+use market_engine::{Tally, VersionChanges, WalletInput};
 use market_ingest::scan::{follow_positions, wallet_input_from, Observed};
 use market_model::{LiquidityDay, MarketPosition};
 use time::OffsetDateTime;
@@ -31,6 +31,31 @@ pub struct Base {
     pub days: Vec<LiquidityDay>,
     /// When it was observed.
     pub observed_at: Option<OffsetDateTime>,
+    /// The aggregates of the wallets it served, when this tracker published
+    /// it (the next publish then updates them from the wallets it changes).
+    pub tally: Option<Tally>,
+}
+
+impl Base {
+    /// Goes on from `version`, just committed with `changes` over this base.
+    pub(crate) fn commit(
+        &mut self,
+        version: i64,
+        input: &crate::publish::PublishInput,
+        changes: VersionChanges,
+        tally: Tally,
+    ) {
+        for a in &changes.removed {
+            self.served.remove(a);
+        }
+        self.served
+            .extend(changes.wallets.into_iter().map(|w| w.address));
+        self.version = version;
+        self.symbols = input.quotes.iter().map(|q| q.symbol.clone()).collect();
+        self.days = changes.current_days;
+        self.observed_at = Some(input.now);
+        self.tally = Some(tally);
+    }
 }
 
 /// What is known of one wallet's holdings.

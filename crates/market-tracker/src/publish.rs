@@ -14,17 +14,18 @@ use std::sync::Mutex;
 
 use market_engine::coverage::network_coverage;
 use market_engine::days::frozen_days;
-use market_engine::{materialize, AggregateError, Materialized, Quote, ScanInput};
+use market_engine::{
+    materialize, materialize_wallet, AggregateError, Quote, ScanInput, Tally, VersionChanges,
+};
 use market_model::{
-    Candle, Interval, LiquidityDay, MarketPosition, NetworkCoverage, Wallet, WalletFreshness,
-    NETWORK_ID,
+    Candle, Interval, LiquidityDay, MarketPosition, Wallet, WalletFreshness, NETWORK_ID,
 };
 use market_store::{
     CandleBatch, PublishWrite, RegistryEntry, Store, StoreError, TrackedPosition, WalletScanState,
 };
 use time::{Duration, OffsetDateTime};
 
-use crate::live::{Base, Book, Written};
+use crate::live::{Base, Book, LiveWallet, Written};
 
 /// What a publish needs besides the book.
 #[derive(Debug)]
@@ -289,15 +290,9 @@ impl Publisher {
         let write = PublishWrite {
             source: "track",
             base_version: self.base.version,
-            observed_at: input.now,
-            markets: &changes.version.markets,
-            cohorts: &changes.version.cohorts,
-            current_days: &changes.version.current_days,
-            wallet_count: changes.version.wallets.len(),
-            position_count: changes.version.positions.len(),
-            changed_wallets: &changes.wallets,
-            changed_positions: &changes.positions,
-            removed_wallets: &changes.removed,
+            changes: &changes.changes,
+            wallet_count: changes.tally.wallets(),
+            position_count: changes.tally.positions(),
             frozen_days: &changes.frozen,
             candles: &batches,
             wallet_states: &changes.states,
@@ -305,7 +300,6 @@ impl Publisher {
             newly_read: &changes.newly_read,
             registry: if extras { &input.registry } else { &[] },
             freshness: &input.freshness,
-            coverage: &changes.coverage,
         };
         if !commit {
             store.try_publish(&write)?;
@@ -320,18 +314,8 @@ impl Publisher {
         let mut book = lock(book);
         book.published(changes.written);
         published.pending = book.pending.len();
-        self.base = Base {
-            version,
-            served: changes
-                .version
-                .wallets
-                .iter()
-                .map(|w| w.address.clone())
-                .collect(),
-            symbols: input.quotes.iter().map(|q| q.symbol.clone()).collect(),
-            days: changes.version.current_days,
-            observed_at: Some(input.now),
-        };
+        self.base
+            .commit(version, input, changes.changes, changes.tally);
         Ok(published)
     }
 }
@@ -356,20 +340,15 @@ impl Selection {
     }
 }
 
-/// What a publish writes over its base: the new version (aggregates over
-/// every served wallet) and the wallets it changes. Computed from the book
-/// and the base alone, without the database.
+/// What a publish writes over its base: the changes of the new version
+/// (its per-market figures whole, the wallets it changes) and the tally
+/// they were rendered from. Computed from the book and the base alone,
+/// without the database.
 struct Changes {
-    /// The new version whole.
-    version: Materialized,
-    /// Its coverage report.
-    coverage: NetworkCoverage,
-    /// Wallets new or changed since the base.
-    wallets: Vec<Wallet>,
-    /// Every position of those wallets.
-    positions: Vec<MarketPosition>,
-    /// Wallets the base served and the new version does not.
-    removed: Vec<String>,
+    /// The new version's changes over the base.
+    changes: VersionChanges,
+    /// The aggregates of every wallet the new version serves.
+    tally: Tally,
     /// The base's days, frozen by the first publish of a UTC day.
     frozen: Vec<LiquidityDay>,
     /// Scan states of the wallets whose reads it publishes.
@@ -384,6 +363,11 @@ struct Changes {
 }
 
 impl Changes {
+    /// The changes that publish the reads of `include` over `base`. They
+    /// cost what changed: the base's tally takes out what each wallet read
+    /// served and adds what it serves now. Only a base without a tally (the
+    /// first publish, another writer's version) or a change of the quoted
+    /// markets materializes every served wallet.
     fn compute(
         book: &Book,
         base: &Base,
@@ -391,22 +375,20 @@ impl Changes {
         input: &PublishInput,
     ) -> Result<Changes, AggregateError> {
         let now = input.now;
-        let symbols: HashSet<&str> = input.quotes.iter().map(|q| q.symbol.as_str()).collect();
-        let quoted = |s: &str| symbols.contains(s);
-        let vanished = |s: &str| !quoted(s) && base.symbols.contains(s);
-        let mut wallets = Vec::new();
-        let mut positions = Vec::new();
-        // Wallets holding an asset that is gone must be rewritten without it.
-        let mut rewrite = HashSet::new();
-        for w in book.entries(include) {
-            if w.positions.iter().any(|p| vanished(&p.symbol)) {
-                rewrite.insert(w.input.address.as_str());
+        let (changes, tally) = match &base.tally {
+            Some(tally) if tally.has_symbols(input.quotes.iter().map(|q| q.symbol.as_str())) => {
+                match incremental(book, base, tally, include, input)? {
+                    Some(computed) => computed,
+                    None => {
+                        log::error!(
+                            "the running aggregates do not match the last publish: materializing every wallet"
+                        );
+                        whole(book, base, include, input)?
+                    }
+                }
             }
-            if w.served(&quoted) {
-                wallets.push(w.input.clone());
-                positions.extend(w.positions.iter().filter(|p| quoted(&p.symbol)).cloned());
-            }
-        }
+            _ => whole(book, base, include, input)?,
+        };
         let mut written = Vec::new();
         let mut newly_read = Vec::new();
         for a in include {
@@ -438,52 +420,10 @@ impl Changes {
             .iter()
             .flat_map(|a| book.tracked.get(a).into_iter().flatten().cloned())
             .collect();
-        let version = materialize(
-            NETWORK_ID,
-            ScanInput {
-                observed_at: now,
-                quotes: input.quotes.clone(),
-                wallets,
-                positions,
-            },
-        )?;
-        let changed_wallets: Vec<Wallet> = version
-            .wallets
-            .iter()
-            .filter(|w| {
-                include.contains(&w.address)
-                    || rewrite.contains(w.address.as_str())
-                    || !base.served.contains(&w.address)
-            })
-            .cloned()
-            .collect();
-        let changed: HashSet<&str> = changed_wallets.iter().map(|w| w.address.as_str()).collect();
-        let changed_positions: Vec<MarketPosition> = version
-            .positions
-            .iter()
-            .filter(|x| changed.contains(x.address.as_str()))
-            .cloned()
-            .collect();
-        let served: HashSet<&str> = version.wallets.iter().map(|w| w.address.as_str()).collect();
-        let removed: Vec<String> = base
-            .served
-            .iter()
-            .filter(|a| !served.contains(a.as_str()))
-            .cloned()
-            .collect();
         let frozen = frozen_days(base.observed_at.map(|t| (t, base.days.as_slice())), now);
-        let coverage = network_coverage(
-            now,
-            &version.markets,
-            &version.positions,
-            input.freshness.clone(),
-        );
         Ok(Changes {
-            version,
-            coverage,
-            wallets: changed_wallets,
-            positions: changed_positions,
-            removed,
+            changes,
+            tally,
             frozen,
             states,
             tracked,
@@ -495,14 +435,161 @@ impl Changes {
     fn counts(&self, version: i64, extras_written: bool) -> Published {
         Published {
             version,
-            changed: self.wallets.len(),
-            removed: self.removed.len(),
-            wallets: self.version.wallets.len(),
-            positions: self.version.positions.len(),
+            changed: self.changes.wallets.len(),
+            removed: self.changes.removed.len(),
+            wallets: self.tally.wallets(),
+            positions: self.tally.positions(),
             pending: 0,
             extras_written,
         }
     }
+}
+
+/// A wallet's served positions: those in a quoted market.
+fn served_positions<'a>(
+    w: &'a LiveWallet,
+    quoted: &'a impl Fn(&str) -> bool,
+) -> impl Iterator<Item = &'a MarketPosition> + Clone + 'a {
+    w.positions.iter().filter(move |p| quoted(&p.symbol))
+}
+
+/// The changes over a base with a tally of the same markets: each wallet
+/// read is taken out as the base served it and put in as it is now. `None`
+/// when the tally does not hold a wallet as the base served it (a bug: the
+/// caller materializes everything instead).
+fn incremental(
+    book: &Book,
+    base: &Base,
+    tally: &Tally,
+    include: &BTreeSet<String>,
+    input: &PublishInput,
+) -> Result<Option<(VersionChanges, Tally)>, AggregateError> {
+    let mut tally = tally.clone();
+    tally.requote(&input.quotes);
+    let symbols: HashSet<&str> = input.quotes.iter().map(|q| q.symbol.as_str()).collect();
+    let quoted = |s: &str| symbols.contains(s);
+    let mut wallets = Vec::new();
+    let mut positions = Vec::new();
+    let mut removed = Vec::new();
+    for a in include {
+        let (Some(pending), Some(latest)) = (book.pending.get(a), book.wallets.get(a)) else {
+            continue;
+        };
+        let was_served = base.served.contains(a);
+        if was_served {
+            let Some(old) = &pending.published else {
+                return Ok(None);
+            };
+            let positions = served_positions(old, &quoted);
+            if tally
+                .remove(a, &old.input.account_value.0, positions)
+                .is_err()
+            {
+                return Ok(None);
+            }
+        }
+        if latest.served(&quoted) {
+            let mut served: Vec<MarketPosition> =
+                served_positions(latest, &quoted).cloned().collect();
+            let wallet = materialize_wallet(latest.input.clone(), &mut served, quoted)?;
+            tally
+                .add(a, &wallet.account_total_value.0, &served)
+                .map_err(|u| AggregateError::UnknownAsset {
+                    address: u.address,
+                    symbol: u.symbol,
+                })?;
+            wallets.push(wallet);
+            positions.extend(served);
+        } else if was_served {
+            removed.push(a.clone());
+        }
+    }
+    let rendered = tally.render(NETWORK_ID, input.now, input.freshness.clone());
+    let changes = VersionChanges {
+        observed_at: input.now,
+        markets: rendered.markets,
+        current_days: rendered.current_days,
+        cohorts: rendered.cohorts,
+        coverage: rendered.coverage,
+        wallets,
+        positions,
+        removed,
+    };
+    Ok(Some((changes, tally)))
+}
+
+/// The changes over any base: every served wallet materialized, and a new
+/// tally built from them. A wallet holding a market that appeared or
+/// vanished since the base is rewritten.
+fn whole(
+    book: &Book,
+    base: &Base,
+    include: &BTreeSet<String>,
+    input: &PublishInput,
+) -> Result<(VersionChanges, Tally), AggregateError> {
+    let now = input.now;
+    let symbols: HashSet<&str> = input.quotes.iter().map(|q| q.symbol.as_str()).collect();
+    let quoted = |s: &str| symbols.contains(s);
+    let moved = |s: &str| quoted(s) != base.symbols.contains(s);
+    let mut wallets = Vec::new();
+    let mut positions = Vec::new();
+    let mut rewrite = HashSet::new();
+    for w in book.entries(include) {
+        if w.positions.iter().any(|p| moved(&p.symbol)) {
+            rewrite.insert(w.input.address.as_str());
+        }
+        if w.served(&quoted) {
+            wallets.push(w.input.clone());
+            positions.extend(served_positions(w, &quoted).cloned());
+        }
+    }
+    let version = materialize(
+        NETWORK_ID,
+        ScanInput {
+            observed_at: now,
+            quotes: input.quotes.clone(),
+            wallets,
+            positions,
+        },
+    )?;
+    let tally = Tally::of(&input.quotes, &version);
+    let changed = |a: &str| include.contains(a) || rewrite.contains(a) || !base.served.contains(a);
+    let changed_wallets: Vec<Wallet> = version
+        .wallets
+        .iter()
+        .filter(|w| changed(&w.address))
+        .cloned()
+        .collect();
+    let changed_positions: Vec<MarketPosition> = version
+        .positions
+        .iter()
+        .filter(|p| changed(&p.address))
+        .cloned()
+        .collect();
+    let served: HashSet<&str> = version.wallets.iter().map(|w| w.address.as_str()).collect();
+    let removed: Vec<String> = base
+        .served
+        .iter()
+        .filter(|a| !served.contains(a.as_str()))
+        .cloned()
+        .collect();
+    let coverage = network_coverage(
+        now,
+        &version.markets,
+        &version.positions,
+        input.freshness.clone(),
+    );
+    let changes = VersionChanges {
+        observed_at: now,
+        markets: version.markets,
+        current_days: version.current_days,
+        cohorts: version.cohorts,
+        coverage,
+        wallets: changed_wallets,
+        positions: changed_positions,
+        removed,
+    };
+    Ok((changes, tally))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use market_engine::Materialized;
-use market_snapshot::{Changes, RenderedPosition, Snapshot};
+use market_snapshot::{RenderedPosition, Snapshot};
 use market_store::{SnapshotMeta, Store, StoreError};
 
 use super::AppState;
@@ -140,19 +140,7 @@ pub fn changed_snapshot(
         changed: c.wallets.len(),
         removed: c.removed.len(),
     };
-    let next = current.apply(
-        meta.version,
-        Changes {
-            observed_at: meta.observed_at,
-            markets: c.markets,
-            current_days: c.current_days,
-            cohorts: c.cohorts,
-            coverage: c.coverage,
-            wallets: c.wallets,
-            positions: c.positions,
-            removed: c.removed,
-        },
-    );
+    let next = current.apply(meta.version, c);
     Ok(Some((next, counts)))
 }
 
