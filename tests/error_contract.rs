@@ -141,9 +141,9 @@ async fn data_digest(app: &TestApp) -> String {
     format!(
         "{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
         meta.version,
-        snap.markets,
-        snap.wallets,
-        snap.positions,
+        snap.version.markets,
+        snap.version.wallets,
+        snap.version.positions,
         history,
         candles,
         app.store.list_tokens().unwrap().len()

@@ -524,7 +524,10 @@ async fn a_scan_killed_mid_way_leaves_the_served_data_unchanged() {
         let server = info_server(30);
         let first = scan(&app.store, &server, fast()).await.unwrap();
         let meta = app.store.latest_snapshot().unwrap().unwrap();
-        let before = format!("{:?}", app.store.load_snapshot(&meta).unwrap().wallets);
+        let before = format!(
+            "{:?}",
+            app.store.load_snapshot(&meta).unwrap().version.wallets
+        );
         server.knobs.log.lock().unwrap().clear();
         server.knobs.delay_ms.store(40, Ordering::SeqCst);
         let dir = tempfile::tempdir().unwrap();
@@ -567,7 +570,10 @@ async fn a_scan_killed_mid_way_leaves_the_served_data_unchanged() {
         let after = app.store.latest_snapshot().unwrap().unwrap();
         assert_eq!(after.version, first.version, "{backend:?}");
         assert_eq!(
-            format!("{:?}", app.store.load_snapshot(&after).unwrap().wallets),
+            format!(
+                "{:?}",
+                app.store.load_snapshot(&after).unwrap().version.wallets
+            ),
             before
         );
         app.get_ok(&format!("{NET}/markets/AVAX")).await;
@@ -620,9 +626,9 @@ async fn import_reads_recorded_responses() {
     let store = Store::open(db.to_str().unwrap(), PoolOptions::default()).unwrap();
     let meta = store.latest_snapshot().unwrap().unwrap();
     let snap = store.load_snapshot(&meta).unwrap();
-    assert_eq!(snap.wallets.len(), 3);
-    assert_eq!(snap.markets.len(), 13);
-    assert_eq!(snap.positions.len(), 18);
+    assert_eq!(snap.version.wallets.len(), 3);
+    assert_eq!(snap.version.markets.len(), 13);
+    assert_eq!(snap.version.positions.len(), 18);
     assert_eq!(
         store
             .candles("BTC", market_model::Interval::H1, 0, i64::MAX, 100)

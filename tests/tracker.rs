@@ -239,14 +239,19 @@ async fn track_discovers_serves_survives_kill_and_reconnects() {
     let restarted = store.latest_snapshot().unwrap().unwrap();
     let loaded = store.load_snapshot(&restarted).unwrap();
     assert!(
-        loaded.wallets.iter().any(|w| w.address == w1)
-            && loaded.wallets.iter().any(|w| w.address == w2),
+        loaded.version.wallets.iter().any(|w| w.address == w1)
+            && loaded.version.wallets.iter().any(|w| w.address == w2),
         "the restart keeps what was known; log:\n{}",
         dump()
     );
     // Cross-check: the served counts agree with the wallets' positions.
-    let positions: usize = loaded.wallets.iter().map(|w| w.positions as usize).sum();
-    assert_eq!(positions, loaded.positions.len());
+    let positions: usize = loaded
+        .version
+        .wallets
+        .iter()
+        .map(|w| w.positions as usize)
+        .sum();
+    assert_eq!(positions, loaded.version.positions.len());
 
     // The coverage report counts the whole registry, not only served wallets.
     wait_until(
@@ -261,7 +266,7 @@ async fn track_discovers_serves_survives_kill_and_reconnects() {
     let coverage = app.get_ok(&format!("{NET}/coverage")).await;
     let w = &coverage["wallets"];
     let tracked = w["tracked"].as_u64().unwrap();
-    assert!(tracked >= loaded.wallets.len() as u64, "{coverage}");
+    assert!(tracked >= loaded.version.wallets.len() as u64, "{coverage}");
     assert!(
         tracked <= store.registry_len().unwrap() as u64,
         "{coverage}"
@@ -518,8 +523,8 @@ async fn a_truncated_leaderboard_adds_nothing_and_publishes_stay_whole() {
     assert_eq!(store.registry_len().unwrap(), 0);
     let meta = store.latest_snapshot().unwrap().unwrap();
     let loaded = store.load_snapshot(&meta).unwrap();
-    assert_eq!(loaded.markets.len(), 4, "every market is published");
-    assert!(loaded.wallets.is_empty());
+    assert_eq!(loaded.version.markets.len(), 4, "every market is published");
+    assert!(loaded.version.wallets.is_empty());
 }
 
 /// A library tracker over `store` with the test settings, adjusted by `adjust`.
@@ -694,10 +699,15 @@ async fn an_empty_wallet_that_trades_again_and_again_never_halts_publishing(back
     let meta = store.latest_snapshot().unwrap().unwrap();
     let served = store.load_snapshot(&meta).unwrap();
     assert!(served
+        .version
         .wallets
         .iter()
         .all(|w| w.address != flat && w.address != other));
-    assert_eq!(served.wallets.len(), 4, "the world's wallets are served");
+    assert_eq!(
+        served.version.wallets.len(),
+        4,
+        "the world's wallets are served"
+    );
     let states = store.wallet_scan_states().unwrap();
     assert!(
         states.contains_key(&flat),
@@ -801,13 +811,14 @@ async fn an_account_state_without_optional_members_is_taken(backend: Backend) {
         store
             .latest_snapshot()
             .unwrap()
-            .is_some_and(|m| store.load_snapshot(&m).unwrap().wallets.len() == 3)
+            .is_some_and(|m| store.load_snapshot(&m).unwrap().version.wallets.len() == 3)
     })
     .await;
     let tracker = running.stop().await;
     let meta = store.latest_snapshot().unwrap().unwrap();
     let served = store.load_snapshot(&meta).unwrap();
     let mine: Vec<_> = served
+        .version
         .positions
         .iter()
         .filter(|p| p.address == sparse)
@@ -886,8 +897,13 @@ fn held(fake: &FakeExchange, store: &Store, address: &str) -> Vec<(String, Strin
 fn served_positions(store: &Store, address: &str) -> Option<Vec<(String, String, String)>> {
     let meta = store.latest_snapshot().unwrap()?;
     let loaded = store.load_snapshot(&meta).unwrap();
-    loaded.wallets.iter().find(|w| w.address == address)?;
+    loaded
+        .version
+        .wallets
+        .iter()
+        .find(|w| w.address == address)?;
     let mut out: Vec<_> = loaded
+        .version
         .positions
         .iter()
         .filter(|p| p.address == address)
@@ -918,7 +934,7 @@ async fn a_restart_with_whales_due_serves_them_whole_and_writes_no_event(backend
         store
             .latest_snapshot()
             .unwrap()
-            .is_some_and(|m| store.load_snapshot(&m).unwrap().wallets.len() == 40)
+            .is_some_and(|m| store.load_snapshot(&m).unwrap().version.wallets.len() == 40)
     })
     .await;
     running.stop().await;

@@ -585,7 +585,7 @@ impl Oracle {
         self.events.retain(|e| e.observed_at >= keep_from);
     }
 
-    fn materialize(&self) -> market_engine::Materialized {
+    fn materialize(&self) -> market_engine::DataVersion {
         let (_, at) = self.written.expect("a version was written");
         let wallets = self
             .served

@@ -98,12 +98,7 @@ pub fn seed_demo_with_history(
         &DatasetWrite {
             snapshot: SnapshotWrite {
                 source: "demo",
-                observed_at: materialized.observed_at,
-                markets: &materialized.markets,
-                cohorts: &materialized.cohorts,
-                wallets: &materialized.wallets,
-                positions: &materialized.positions,
-                current_days: &materialized.current_days,
+                version: &materialized,
             },
             history_days: &history_days,
             candles: &batches,

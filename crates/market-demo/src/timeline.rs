@@ -15,7 +15,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use bigdecimal::{BigDecimal, RoundingMode, Zero};
 use market_engine::aggregate::long_short_ratio;
-use market_engine::Materialized;
+use market_engine::DataVersion;
 use market_model::history::{classify, Holding};
 use market_model::{
     BySizeClass, ClassSplit, Decimal, Direction, Market, MarketHistoryPoint, PositionEvent,
@@ -101,7 +101,7 @@ fn dt(ms: i64) -> OffsetDateTime {
 
 /// Generates the history of `m` (materialized from the demo scan, whose
 /// candles are `candles`) over the last `days` days, from `seed`.
-pub fn history(seed: u64, days: u32, m: &Materialized, candles: &[CandleSet]) -> DemoHistory {
+pub fn history(seed: u64, days: u32, m: &DataVersion, candles: &[CandleSet]) -> DemoHistory {
     let now = (m.observed_at.unix_timestamp_nanos() / 1_000_000) as i64;
     let base = ChaCha8Rng::seed_from_u64(seed);
     let mut prices: Vec<Prices<'_>> = Vec::with_capacity(m.markets.len());
@@ -154,7 +154,7 @@ pub fn history(seed: u64, days: u32, m: &Materialized, candles: &[CandleSet]) ->
 
 fn lives<'a>(
     base: &ChaCha8Rng,
-    m: &'a Materialized,
+    m: &'a DataVersion,
     market_of: &HashMap<&str, usize>,
     prices: &[Prices<'_>],
     hours: &[i64],
@@ -372,7 +372,7 @@ struct Sums {
 }
 
 fn market_points(
-    m: &Materialized,
+    m: &DataVersion,
     lives: &[Life<'_>],
     prices: &[Prices<'_>],
     hours: &[i64],
@@ -514,7 +514,7 @@ fn point(
 }
 
 fn wallet_points(
-    m: &Materialized,
+    m: &DataVersion,
     lives: &[Life<'_>],
     prices: &[Prices<'_>],
     hours: &[i64],

@@ -6,12 +6,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use bigdecimal::{BigDecimal, RoundingMode, Zero};
 use market_model::{
     Coverage, Decimal, Direction, Kol, KolProfile, Level, LiquidityDay, LiquidityTotals, Market,
-    MarketCohorts, MarketPosition, SizeClass, Strategy, Wallet, WalletDirection, WalletFreshness,
+    MarketPosition, SizeClass, Strategy, Wallet, WalletDirection,
 };
 use time::{Date, OffsetDateTime};
 
 use crate::buckets::{bucket_index, bucket_of_index, bucket_price, bucket_size_for_price};
 use crate::fixed::{Fixed, Sum};
+use crate::version::DataVersion;
 
 /// Exchange quote context of one asset, as read from the source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,28 +78,6 @@ pub struct ScanInput {
     pub wallets: Vec<WalletInput>,
     /// Every open position (label and tags are filled from the wallet).
     pub positions: Vec<MarketPosition>,
-}
-
-/// The materialized aggregates of one scan.
-#[derive(Clone, Debug)]
-pub struct Materialized<P = MarketPosition> {
-    /// When the scan was taken.
-    pub observed_at: OffsetDateTime,
-    /// One market per quote, with its aggregates, ordered by symbol.
-    pub markets: Vec<Market>,
-    /// One wallet per input, with its aggregates, ordered by address.
-    pub wallets: Vec<Wallet>,
-    /// Positions, label and tags filled in (`materialize` orders them by
-    /// (symbol, address); `market_snapshot::Snapshot::build` takes any order): model
-    /// structs, or `market_snapshot::RenderedPosition`s of a version read back.
-    pub positions: Vec<P>,
-    /// The `current` liquidity day of every asset, ordered by symbol.
-    pub current_days: Vec<LiquidityDay>,
-    /// The size-class cohorts of every asset, in `markets` order.
-    pub cohorts: Vec<MarketCohorts>,
-    /// Freshness of the writer's tracked wallets, when it tracks more than it
-    /// serves (`track`); `None` derives it from the served wallets.
-    pub freshness: Option<WalletFreshness>,
 }
 
 /// Input that violates the aggregation contract.
@@ -551,7 +530,7 @@ struct SideAcc {
 }
 
 /// Materializes every aggregate of a scan. Runs once per data change, never per request.
-pub fn materialize(network: &str, input: ScanInput) -> Result<Materialized, AggregateError> {
+pub fn materialize(network: &str, input: ScanInput) -> Result<DataVersion, AggregateError> {
     let ScanInput {
         observed_at,
         mut quotes,
@@ -721,7 +700,7 @@ pub fn materialize(network: &str, input: ScanInput) -> Result<Materialized, Aggr
     }
 
     let cohorts = crate::cohorts::cohorts(observed_at, &markets, &wallets, &positions);
-    Ok(Materialized {
+    Ok(DataVersion {
         observed_at,
         markets,
         wallets,
@@ -1095,7 +1074,7 @@ mod tests {
         pub(super) fn materialize(
             network: &str,
             input: ScanInput,
-        ) -> Result<Materialized, AggregateError> {
+        ) -> Result<DataVersion, AggregateError> {
             let ScanInput {
                 observed_at,
                 mut quotes,
@@ -1237,7 +1216,7 @@ mod tests {
                 start = end;
             }
             let cohorts = crate::cohorts::cohorts(observed_at, &markets, &wallets, &positions);
-            Ok(Materialized {
+            Ok(DataVersion {
                 observed_at,
                 markets,
                 wallets,
@@ -1250,7 +1229,7 @@ mod tests {
     }
 
     /// Debug output shows every decimal's sign, scale and digits.
-    fn exact(m: &Materialized) -> String {
+    fn exact(m: &DataVersion) -> String {
         format!(
             "{:?}\n{:?}\n{:?}\n{:?}",
             m.markets, m.wallets, m.positions, m.current_days

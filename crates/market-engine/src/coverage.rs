@@ -85,14 +85,14 @@ fn share(covered: &BigDecimal, total: &BigDecimal) -> Option<Decimal> {
 /// The coverage report of a materialized version: with the writer's
 /// freshness of its tracked wallets when it has one, else the freshness of
 /// the served wallets.
-pub fn coverage_of<P: PositionKeys>(m: &crate::aggregate::Materialized<P>) -> NetworkCoverage {
+pub fn coverage_of<P: PositionKeys>(m: &crate::version::DataVersion<P>) -> NetworkCoverage {
     report(m, &m.positions)
 }
 
 /// [`coverage_of`] with the version's positions given apart (they may be
 /// held in parts).
 pub fn report<Q, P: PositionKeys>(
-    m: &crate::aggregate::Materialized<Q>,
+    m: &crate::version::DataVersion<Q>,
     positions: impl IntoIterator<Item = P>,
 ) -> NetworkCoverage {
     let freshness = m.freshness.clone().unwrap_or_else(|| {

@@ -5,7 +5,6 @@ pub mod aggregate;
 pub mod analytics;
 pub mod buckets;
 pub mod candles;
-pub mod changes;
 pub mod cohorts;
 pub mod coverage;
 pub mod days;
@@ -16,13 +15,13 @@ pub mod position;
 pub mod sort_key;
 pub mod symbols;
 pub mod tally;
+pub mod version;
 
 pub use aggregate::{
-    materialize, materialize_wallet, AggregateError, Analytics, Materialized, Quote, ScanInput,
-    WalletInput,
+    materialize, materialize_wallet, AggregateError, Analytics, Quote, ScanInput, WalletInput,
 };
 pub use buckets::{bucket_price, bucket_size_for_price};
-pub use changes::VersionChanges;
 pub use position::{PositionKeys, Size};
 pub use sort_key::SortKey;
 pub use tally::{NotAdded, Rendered, Tally, Unquoted};
+pub use version::{DataVersion, VersionChanges};

@@ -28,11 +28,12 @@ use market_model::{
 };
 use time::OffsetDateTime;
 
-use crate::aggregate::{liquidity_day, market_of, size_class, Materialized, Quote};
+use crate::aggregate::{liquidity_day, market_of, size_class, Quote};
 use crate::buckets::{bucket_price, bucket_size_for_price};
 use crate::cohorts::{slot, Acc, COHORT_ORDER};
 use crate::coverage::coverage_of_units;
 use crate::fixed::Fixed;
+use crate::version::DataVersion;
 
 /// The aggregates of the served wallets, by market.
 #[derive(Clone, Debug, Default)]
@@ -398,7 +399,7 @@ impl Tally {
 
     /// The tally of a materialized version and the quotes it was
     /// materialized from.
-    pub fn of(quotes: &[Quote], version: &Materialized) -> Tally {
+    pub fn of(quotes: &[Quote], version: &DataVersion) -> Tally {
         let mut tally = Tally::new(quotes);
         let mut by_wallet: HashMap<&str, Vec<&MarketPosition>> = HashMap::new();
         for p in &version.positions {

@@ -598,11 +598,11 @@ pub fn run_scan_at(
     let tracked = store.tracked_positions()?;
     let prev_wallets: HashMap<&str, &Wallet> = previous
         .iter()
-        .flat_map(|p| p.wallets.iter())
+        .flat_map(|p| p.version.wallets.iter())
         .map(|w| (w.address.as_str(), w))
         .collect();
     let mut prev_positions: HashMap<&str, Vec<&MarketPosition>> = HashMap::new();
-    for p in previous.iter().flat_map(|p| p.positions.iter()) {
+    for p in previous.iter().flat_map(|p| p.version.positions.iter()) {
         prev_positions
             .entry(p.address.as_str())
             .or_default()
@@ -707,7 +707,7 @@ pub fn run_scan_at(
     let frozen = frozen_days(
         previous
             .as_ref()
-            .map(|p| (p.meta.observed_at, p.current_days.as_slice())),
+            .map(|p| (p.meta.observed_at, p.version.current_days.as_slice())),
         now,
     );
 
@@ -732,12 +732,7 @@ pub fn run_scan_at(
         &ScanWrite {
             snapshot: SnapshotWrite {
                 source: cfg.source_name,
-                observed_at: now,
-                markets: &materialized.markets,
-                cohorts: &materialized.cohorts,
-                wallets: &materialized.wallets,
-                positions: &materialized.positions,
-                current_days: &materialized.current_days,
+                version: &materialized,
             },
             candles: &batches,
             frozen_days: &frozen,

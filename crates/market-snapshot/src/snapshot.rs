@@ -25,7 +25,7 @@ use market_model::{
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use market_engine::{Materialized, PositionKeys, SortKey, VersionChanges};
+use market_engine::{DataVersion, PositionKeys, SortKey, VersionChanges};
 
 use crate::rendered::RenderedPosition;
 
@@ -833,9 +833,9 @@ fn widened(keyed: &[(&SortKey, u32)]) -> Option<Vec<(i128, u32)>> {
 impl Snapshot {
     /// Indexes and renders a materialized version (positions and wallets on
     /// two threads).
-    pub fn build(version: i64, data: Materialized) -> Snapshot {
+    pub fn build(version: i64, data: DataVersion) -> Snapshot {
         let coverage = market_engine::coverage::coverage_of(&data);
-        let Materialized {
+        let DataVersion {
             observed_at,
             markets,
             wallets,
@@ -855,9 +855,9 @@ impl Snapshot {
     /// ([`RenderedPosition::from_text`]): the start of a server. The
     /// positions come in parts (one per connection that read them), each
     /// indexed on its own thread; a market may span parts.
-    pub fn build_rendered(version: i64, data: Materialized<Vec<RenderedPosition>>) -> Snapshot {
+    pub fn build_rendered(version: i64, data: DataVersion<Vec<RenderedPosition>>) -> Snapshot {
         let coverage = market_engine::coverage::report(&data, data.positions.iter().flatten());
-        let Materialized {
+        let DataVersion {
             observed_at,
             markets,
             wallets,
@@ -1393,7 +1393,7 @@ mod tests {
         input
     }
 
-    fn snapshot() -> (Snapshot, Materialized) {
+    fn snapshot() -> (Snapshot, DataVersion) {
         let m = materialize("perpnet", input()).unwrap();
         (Snapshot::build(3, m.clone()), m)
     }
@@ -1727,7 +1727,7 @@ mod tests {
     /// `m` as a server reads it back: each position rendered from its text
     /// without label and tags, spread over `parts` parts (so a market spans
     /// parts).
-    fn as_read(m: &Materialized, parts: usize) -> Materialized<Vec<RenderedPosition>> {
+    fn as_read(m: &DataVersion, parts: usize) -> DataVersion<Vec<RenderedPosition>> {
         use market_model::{MarketPositionText, PlainDecimal};
         let mut out: Vec<Vec<RenderedPosition>> = (0..parts).map(|_| Vec::new()).collect();
         for (i, p) in m.positions.iter().enumerate() {
@@ -1765,7 +1765,7 @@ mod tests {
                 funding_cost: d(8),
             }));
         }
-        Materialized {
+        DataVersion {
             observed_at: m.observed_at,
             markets: m.markets.clone(),
             wallets: m.wallets.clone(),
@@ -1777,10 +1777,10 @@ mod tests {
     }
 
     /// What a writer that rewrites whole wallets stores between `a` and `b`.
-    fn changes(a: &Materialized, b: &Materialized) -> VersionChanges {
+    fn changes(a: &DataVersion, b: &DataVersion) -> VersionChanges {
         let before: HashMap<&str, &Wallet> =
             a.wallets.iter().map(|w| (w.address.as_str(), w)).collect();
-        let positions_of = |m: &Materialized, address: &str| -> Vec<MarketPosition> {
+        let positions_of = |m: &DataVersion, address: &str| -> Vec<MarketPosition> {
             m.positions
                 .iter()
                 .filter(|p| p.address == address)

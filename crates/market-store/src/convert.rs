@@ -12,6 +12,7 @@ use market_model::{
 use crate::rows::*;
 use crate::types::DbDecimal;
 use crate::{CandleBatch, LoadedSnapshot, SnapshotMeta, StoreError};
+use market_engine::DataVersion;
 
 fn db(d: &Decimal) -> DbDecimal {
     DbDecimal::from(d)
@@ -403,13 +404,16 @@ pub(crate) fn assemble_snapshot<P>(
         .collect();
 
     Ok(LoadedSnapshot {
+        version: DataVersion {
+            observed_at: meta.observed_at,
+            markets,
+            wallets,
+            positions,
+            current_days,
+            cohorts,
+            freshness: None,
+        },
         meta,
-        markets,
-        wallets,
-        positions,
-        current_days,
-        cohorts,
-        freshness: None,
     })
 }
 

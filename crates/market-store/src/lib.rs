@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
-use market_engine::VersionChanges;
+use market_engine::{DataVersion, VersionChanges};
 use market_model::{
     Candle, Direction, Interval, LiquidityDay, Market, MarketCohorts, MarketPosition,
     MarketPositionText, NetworkCoverage, Wallet, WalletFreshness,
@@ -176,18 +176,9 @@ pub struct SnapshotMeta {
 pub struct SnapshotWrite<'a> {
     /// What produced it (`demo`, `scan`).
     pub source: &'a str,
-    /// When its data was observed.
-    pub observed_at: OffsetDateTime,
-    /// Markets with aggregates.
-    pub markets: &'a [Market],
-    /// The size-class cohorts of the markets.
-    pub cohorts: &'a [MarketCohorts],
-    /// Wallets with aggregates.
-    pub wallets: &'a [Wallet],
-    /// Open positions (label and tags are taken from the wallet on load).
-    pub positions: &'a [MarketPosition],
-    /// The `current` liquidity day of each market.
-    pub current_days: &'a [LiquidityDay],
+    /// The version whole (its `freshness` is not stored: a whole version's
+    /// freshness is derived from its wallets).
+    pub version: &'a DataVersion,
 }
 
 /// A data version read back. Its positions are model structs
@@ -197,19 +188,9 @@ pub struct SnapshotWrite<'a> {
 pub struct LoadedSnapshot<P = MarketPosition> {
     /// Version metadata.
     pub meta: SnapshotMeta,
-    /// Markets by symbol.
-    pub markets: Vec<Market>,
-    /// Wallets by address.
-    pub wallets: Vec<Wallet>,
-    /// Positions with the wallet's label and tags filled in, in no
-    /// particular order.
-    pub positions: Vec<P>,
-    /// `current` liquidity days by symbol.
-    pub current_days: Vec<LiquidityDay>,
-    /// Size-class cohorts by symbol.
-    pub cohorts: Vec<MarketCohorts>,
-    /// Wallet freshness as its writer saw it, when the writer stored one (`track`).
-    pub freshness: Option<WalletFreshness>,
+    /// The version (positions with the wallet's label and tags filled in,
+    /// in no particular order; freshness as its writer stored it).
+    pub version: DataVersion<P>,
 }
 
 /// Candles of one asset and interval, for bulk writes.
@@ -756,15 +737,23 @@ impl Store {
             .map(wallet_from)
             .collect::<Result<Vec<_>, _>>()?;
         let positions = positions_from(position_rows, &wallets)?;
-        let loaded = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?;
+        let DataVersion {
+            observed_at,
+            markets,
+            wallets,
+            positions,
+            current_days,
+            cohorts,
+            ..
+        } = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?.version;
         Ok(Some(VersionChanges {
-            observed_at: loaded.meta.observed_at,
-            markets: loaded.markets,
-            current_days: loaded.current_days,
-            cohorts: loaded.cohorts,
+            observed_at,
+            markets,
+            current_days,
+            cohorts,
             coverage,
-            wallets: loaded.wallets,
-            positions: loaded.positions,
+            wallets,
+            positions,
             removed,
         }))
     }
@@ -806,7 +795,7 @@ impl Store {
             history::replace_history(
                 conn,
                 self.retention,
-                data.snapshot.observed_at,
+                data.snapshot.version.observed_at,
                 &data.history,
             )?;
             // Versions stay monotonic across re-seeds so running servers notice the change.
@@ -934,16 +923,17 @@ pub(crate) fn insert_snapshot(
     newly_read: &[(String, Vec<String>)],
     progress: Progress<'_>,
 ) -> Result<i64, StoreError> {
+    let v = snap.version;
     let version = insert_version(
         conn,
         &VersionHeader {
             source: snap.source,
-            observed_at: snap.observed_at,
-            markets: snap.markets,
-            cohorts: snap.cohorts,
-            current_days: snap.current_days,
-            wallet_count: snap.wallets.len(),
-            position_count: snap.positions.len(),
+            observed_at: v.observed_at,
+            markets: &v.markets,
+            cohorts: &v.cohorts,
+            current_days: &v.current_days,
+            wallet_count: v.wallets.len(),
+            position_count: v.positions.len(),
         },
         progress,
     )?;
@@ -952,11 +942,11 @@ pub(crate) fn insert_snapshot(
         conn,
         retention,
         &history::Observation {
-            observed_at: snap.observed_at,
-            markets: snap.markets,
-            cohorts: snap.cohorts,
-            wallets: snap.wallets,
-            positions: snap.positions,
+            observed_at: v.observed_at,
+            markets: &v.markets,
+            cohorts: &v.cohorts,
+            wallets: &v.wallets,
+            positions: &v.positions,
             full: true,
             events: derive_events,
             newly_read,
@@ -969,7 +959,7 @@ pub(crate) fn insert_snapshot(
     diesel::update(positions::table.filter(positions::valid_to.is_null()))
         .set(positions::valid_to.eq(version))
         .execute(conn)?;
-    insert_wallet_rows(conn, version, snap.wallets, snap.positions, progress)?;
+    insert_wallet_rows(conn, version, &v.wallets, &v.positions, progress)?;
     Ok(version)
 }
 
@@ -1092,7 +1082,7 @@ impl VersionRest {
             positions,
             self.levels,
         )?;
-        loaded.freshness = self.freshness;
+        loaded.version.freshness = self.freshness;
         Ok(loaded)
     }
 }

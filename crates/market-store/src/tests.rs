@@ -1,6 +1,6 @@
 //! Repository tests on a real SQLite file, and on PostgreSQL when `TEST_DATABASE_URL` is set.
 
-use market_engine::VersionChanges;
+use market_engine::{DataVersion, VersionChanges};
 use market_model::*;
 use time::macros::{date, datetime};
 
@@ -178,10 +178,10 @@ fn day(date: time::Date, symbol: &str, coverage: Coverage) -> LiquidityDay {
 }
 
 fn write_dataset(store: &Store) -> i64 {
-    let markets = vec![market("BTC", "92391.3380"), market("xyz:TSLA", "354.748")];
-    let wallets = vec![wallet("0xaa")];
-    let positions = vec![position("0xaa", "BTC")];
-    let current = vec![
+    let markets = [market("BTC", "92391.3380"), market("xyz:TSLA", "354.748")];
+    let wallets = [wallet("0xaa")];
+    let positions = [position("0xaa", "BTC")];
+    let current = [
         day(date!(2026 - 11 - 22), "BTC", Coverage::Current),
         day(date!(2026 - 11 - 22), "xyz:TSLA", Coverage::Current),
     ];
@@ -211,12 +211,15 @@ fn write_dataset(store: &Store) -> i64 {
             &DatasetWrite {
                 snapshot: SnapshotWrite {
                     source: "test",
-                    observed_at: datetime!(2026-11-22 01:02:03 UTC),
-                    markets: &markets,
-                    cohorts: &[],
-                    wallets: &wallets,
-                    positions: &positions,
-                    current_days: &current,
+                    version: &DataVersion {
+                        observed_at: datetime!(2026-11-22 01:02:03 UTC),
+                        markets: markets.to_vec(),
+                        cohorts: vec![],
+                        wallets: wallets.to_vec(),
+                        positions: positions.to_vec(),
+                        current_days: current.to_vec(),
+                        freshness: None,
+                    },
                 },
                 history_days: &history,
                 history: Default::default(),
@@ -240,25 +243,28 @@ fn snapshot_round_trips_exactly() {
         assert_eq!(meta.version, v);
         let loaded = store.load_snapshot(&meta).unwrap();
         assert_eq!(
-            loaded.markets,
+            loaded.version.markets,
             vec![market("BTC", "92391.3380"), market("xyz:TSLA", "354.748")]
         );
         // exact text survives: no binary-float round trip
         assert_eq!(
-            loaded.markets[0].volume24h.to_string(),
+            loaded.version.markets[0].volume24h.to_string(),
             "123456789012345678901234567890.123456789"
         );
-        assert_eq!(loaded.markets[0].open_interest.to_string(), "0.0000001");
-        assert_eq!(loaded.wallets, vec![wallet("0xaa")]);
+        assert_eq!(
+            loaded.version.markets[0].open_interest.to_string(),
+            "0.0000001"
+        );
+        assert_eq!(loaded.version.wallets, vec![wallet("0xaa")]);
         let mut expected = position("0xaa", "BTC");
         expected.label = Some("Fund \"A\"".into());
         expected.tags = vec!["fund".into(), "smart-money".into()];
-        assert_eq!(loaded.positions, vec![expected]);
+        assert_eq!(loaded.version.positions, vec![expected]);
         assert_eq!(
-            loaded.current_days[0].levels,
+            loaded.version.current_days[0].levels,
             day(date!(2026 - 11 - 22), "BTC", Coverage::Current).levels
         );
-        assert_eq!(loaded.current_days[1].canonical_asset, "TSLA");
+        assert_eq!(loaded.version.current_days[1].canonical_asset, "TSLA");
     }
 }
 
@@ -384,12 +390,15 @@ fn positions_load_whole_across_the_split_reads() {
             .write_snapshot(
                 &SnapshotWrite {
                     source: "test",
-                    observed_at: datetime!(2026-11-22 01:02:03 UTC),
-                    markets: &markets,
-                    cohorts: &[],
-                    wallets: &wallets,
-                    positions: &positions,
-                    current_days: &[],
+                    version: &DataVersion {
+                        observed_at: datetime!(2026-11-22 01:02:03 UTC),
+                        markets: markets.to_vec(),
+                        cohorts: vec![],
+                        wallets: wallets.to_vec(),
+                        positions: positions.to_vec(),
+                        current_days: vec![],
+                        freshness: None,
+                    },
                 },
                 &mut |_, _, _| {},
             )
@@ -398,6 +407,7 @@ fn positions_load_whole_across_the_split_reads() {
         let loaded = store.load_snapshot(&meta).unwrap();
         // In no particular order, but every one exactly once.
         let mut keys: Vec<(String, String)> = loaded
+            .version
             .positions
             .iter()
             .map(|p| (p.symbol.clone(), p.address.clone()))
@@ -410,6 +420,7 @@ fn positions_load_whole_across_the_split_reads() {
         expected.sort();
         assert_eq!(keys, expected);
         assert!(loaded
+            .version
             .positions
             .iter()
             .all(|p| p.label.as_deref() == Some("Fund \"A\"") && p.tags.len() == 2));
@@ -441,12 +452,15 @@ fn positions_read_for_serving_render_like_the_models() {
             .write_snapshot(
                 &SnapshotWrite {
                     source: "test",
-                    observed_at: datetime!(2026-11-22 01:02:03 UTC),
-                    markets: &markets,
-                    cohorts: &[],
-                    wallets: &wallets,
-                    positions: &positions,
-                    current_days: &[],
+                    version: &DataVersion {
+                        observed_at: datetime!(2026-11-22 01:02:03 UTC),
+                        markets: markets.to_vec(),
+                        cohorts: vec![],
+                        wallets: wallets.to_vec(),
+                        positions: positions.to_vec(),
+                        current_days: vec![],
+                        freshness: None,
+                    },
                 },
                 &mut |_, _, _| {},
             )
@@ -460,13 +474,18 @@ fn positions_read_for_serving_render_like_the_models() {
         let served = store
             .load_for_serving(&meta, |t| serde_json::to_string(t).unwrap())
             .unwrap();
-        assert_eq!(served.positions.len(), 2, "one part per reading connection");
-        let mut served: Vec<String> = served.positions.into_iter().flatten().collect();
+        assert_eq!(
+            served.version.positions.len(),
+            2,
+            "one part per reading connection"
+        );
+        let mut served: Vec<String> = served.version.positions.into_iter().flatten().collect();
         served.sort();
         // The models' JSON without label and tags (the wallet's, added by the caller).
         let mut expected: Vec<String> = store
             .load_snapshot(&meta)
             .unwrap()
+            .version
             .positions
             .into_iter()
             .map(|p| {
@@ -525,7 +544,7 @@ fn incremental_publishes_read_back_as_whole_versions() {
     for (store, _guard) in stores() {
         let markets = vec![market("BTC", "1.5"), market("ETH", "2.5")];
         let wallets: Vec<Wallet> = ["0xaa", "0xbb", "0xcc"].iter().map(|a| wallet(a)).collect();
-        let positions = vec![
+        let positions = [
             position("0xaa", "BTC"),
             position("0xbb", "BTC"),
             position("0xbb", "ETH"),
@@ -535,12 +554,15 @@ fn incremental_publishes_read_back_as_whole_versions() {
             .write_snapshot(
                 &SnapshotWrite {
                     source: "test",
-                    observed_at: datetime!(2026-11-22 01:00:00 UTC),
-                    markets: &markets,
-                    cohorts: &[],
-                    wallets: &wallets,
-                    positions: &positions,
-                    current_days: &[],
+                    version: &DataVersion {
+                        observed_at: datetime!(2026-11-22 01:00:00 UTC),
+                        markets: markets.to_vec(),
+                        cohorts: vec![],
+                        wallets: wallets.to_vec(),
+                        positions: positions.to_vec(),
+                        current_days: vec![],
+                        freshness: None,
+                    },
                 },
                 &mut |_, _, _| {},
             )
@@ -615,20 +637,22 @@ fn incremental_publishes_read_back_as_whole_versions() {
         );
         assert_eq!(v2, v1 + 1);
         let addresses = |v: &LoadedSnapshot| -> Vec<(String, String)> {
-            v.wallets
+            v.version
+                .wallets
                 .iter()
                 .map(|w| (w.address.clone(), w.account_total_value.to_string()))
                 .collect()
         };
         let keys = |v: &LoadedSnapshot| -> Vec<(String, String)> {
-            v.positions
+            v.version
+                .positions
                 .iter()
                 .map(|p| (p.symbol.clone(), p.address.clone()))
                 .collect()
         };
         let latest = store.latest_snapshot().unwrap().unwrap();
         let at_v2 = store.load_snapshot(&latest).unwrap();
-        assert_eq!(at_v2.freshness.as_ref(), Some(&freshness));
+        assert_eq!(at_v2.version.freshness.as_ref(), Some(&freshness));
         assert_eq!(
             addresses(&at_v2),
             [
@@ -646,7 +670,7 @@ fn incremental_publishes_read_back_as_whole_versions() {
         // What changed from v1 to v2, as a running server applies it.
         let changes = store.load_changes(v1, &latest, 10).unwrap().unwrap();
         assert_eq!(changes.coverage, coverage);
-        assert_eq!(changes.markets, at_v2.markets);
+        assert_eq!(changes.markets, at_v2.version.markets);
         assert_eq!(changes.wallets, [bb.clone(), dd.clone()]);
         assert_eq!(
             changes
@@ -679,9 +703,12 @@ fn incremental_publishes_read_back_as_whole_versions() {
                 ..latest.clone()
             })
             .unwrap();
-        assert_eq!(at_v1.wallets, wallets);
+        assert_eq!(at_v1.version.wallets, wallets);
         assert_eq!(keys(&at_v1).len(), 4);
-        assert_eq!(at_v1.freshness, None, "a whole-version write stores none");
+        assert_eq!(
+            at_v1.version.freshness, None,
+            "a whole-version write stores none"
+        );
         // v3 changes nothing but markets: v1 is pruned, v2's rows survive (0xaa was written by v1).
         let v3 = publish(&[], &[], &[], 3, 3);
         let at_v3 = store
@@ -829,18 +856,21 @@ fn batch_sizes_follow_the_schema() {
 
 /// Writes one full version of `positions` (wallets 0xaa and 0xbb) at `at`.
 fn write_at(store: &Store, at: time::OffsetDateTime, positions: &[MarketPosition]) -> i64 {
-    let markets = vec![market("BTC", "100"), market("ETH", "10")];
-    let wallets = vec![wallet("0xaa"), wallet("0xbb")];
+    let markets = [market("BTC", "100"), market("ETH", "10")];
+    let wallets = [wallet("0xaa"), wallet("0xbb")];
     store
         .write_snapshot(
             &SnapshotWrite {
                 source: "test",
-                observed_at: at,
-                markets: &markets,
-                cohorts: &[],
-                wallets: &wallets,
-                positions,
-                current_days: &[],
+                version: &DataVersion {
+                    observed_at: at,
+                    markets: markets.to_vec(),
+                    cohorts: vec![],
+                    wallets: wallets.to_vec(),
+                    positions: positions.to_vec(),
+                    current_days: vec![],
+                    freshness: None,
+                },
             },
             &mut |_, _, _| {},
         )

@@ -132,16 +132,26 @@ impl Book {
         };
         let loaded = store.load_snapshot(&meta)?;
         base.version = meta.version;
-        base.served = loaded.wallets.iter().map(|w| w.address.clone()).collect();
-        base.symbols = loaded.markets.iter().map(|m| m.symbol.clone()).collect();
-        base.days = loaded.current_days.clone();
+        base.served = loaded
+            .version
+            .wallets
+            .iter()
+            .map(|w| w.address.clone())
+            .collect();
+        base.symbols = loaded
+            .version
+            .markets
+            .iter()
+            .map(|m| m.symbol.clone())
+            .collect();
+        base.days = loaded.version.current_days.clone();
         base.observed_at = Some(meta.observed_at);
         if meta.source == "track" || meta.source == "scan" {
             let mut positions: HashMap<String, Vec<MarketPosition>> = HashMap::new();
-            for p in loaded.positions {
+            for p in loaded.version.positions {
                 positions.entry(p.address.clone()).or_default().push(p);
             }
-            for w in &loaded.wallets {
+            for w in &loaded.version.wallets {
                 book.wallets.insert(
                     w.address.clone(),
                     LiveWallet {
@@ -157,7 +167,7 @@ impl Book {
                 "the served data version {} came from {:?}: its {} wallets are replaced by the first publish",
                 meta.version,
                 meta.source,
-                loaded.wallets.len()
+                loaded.version.wallets.len()
             );
         }
         Ok((book, base))

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use market_engine::Materialized;
+use market_engine::DataVersion;
 use market_snapshot::Snapshot;
 use market_store::{Store, StoreError, TokenRecord};
 use time::OffsetDateTime;
@@ -73,7 +73,7 @@ impl Default for StateOptions {
 fn empty_snapshot() -> Snapshot {
     Snapshot::build(
         0,
-        Materialized {
+        DataVersion {
             observed_at: OffsetDateTime::UNIX_EPOCH,
             markets: Vec::new(),
             wallets: Vec::new(),

@@ -7,7 +7,6 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use market_engine::Materialized;
 use market_snapshot::{RenderedPosition, Snapshot};
 use market_store::{SnapshotMeta, Store, StoreError};
 
@@ -149,18 +148,7 @@ pub fn whole_snapshot(store: &Store, meta: &SnapshotMeta) -> Result<Snapshot, St
     // Positions are rendered from their stored text as they are read (no
     // decimal is parsed and printed again).
     let loaded = store.load_for_serving(meta, RenderedPosition::from_text)?;
-    Ok(Snapshot::build_rendered(
-        meta.version,
-        Materialized {
-            observed_at: meta.observed_at,
-            markets: loaded.markets,
-            wallets: loaded.wallets,
-            positions: loaded.positions,
-            current_days: loaded.current_days,
-            cohorts: loaded.cohorts,
-            freshness: loaded.freshness,
-        },
-    ))
+    Ok(Snapshot::build_rendered(meta.version, loaded.version))
 }
 
 impl AppState {
