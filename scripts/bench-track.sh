@@ -12,27 +12,26 @@
 #
 # WEIGHT=N sets the budget of both sides (the fake's limit and track's
 # --weight-per-minute; default 1200, the public limit), as for an operator's
-# own node or a provider without the public limit.
+# own node or a provider without the public limit. PORT=N moves its three
+# ports (default 18901-18903) and TRACK_BIN runs another build's `track`, to
+# run two builds side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${1:-35}
 WALLETS=${2:-200000}
-FAKE=127.0.0.1:18901
-FAKE_WS=127.0.0.1:18902
-SERVE=127.0.0.1:18903
+PORT=${PORT:-18901}
+FAKE=127.0.0.1:$PORT
+FAKE_WS=127.0.0.1:$((PORT + 1))
+SERVE=127.0.0.1:$((PORT + 2))
 source scripts/common.sh
 require curl python3
 
 release_workdir
 WEIGHT=${WEIGHT:-1200}
 start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS" --weight-per-minute "$WEIGHT"
-DB=$WORK/track.db
-"$BIN" migrate --database-url "$DB" > /dev/null
+track_db
 TOKEN=$("$BIN" token create --name bench --rate-limit 2000000000/min --database-url "$DB" | tail -n 1)
-RUST_LOG=info "$BIN" track --database-url "$DB" --info-url "http://$FAKE/info" \
-  --ws-url "ws://$FAKE_WS/ws" --leaderboard-url "http://$FAKE/leaderboard" \
-  --weight-per-minute "$WEIGHT" 2> "$WORK/track.log" &
-TRACK=$!
+start_track "$FAKE" "$FAKE_WS" --weight-per-minute "$WEIGHT"
 "$BIN" serve --bind "$SERVE" --database-url "$DB" --access-log false 2> "$WORK/serve.log" &
 
 TICKS=$(getconf CLK_TCK)
