@@ -1,25 +1,16 @@
-//! The wallet registry of `track` and its incremental publishes.
-//!
-//! A publish writes a new data version without rewriting unchanged wallets:
-//! it closes the open rows of the wallets that changed (`valid_to` = the new
-//! version) and inserts their new rows. Markets and current levels are small
-//! and are written whole with every version.
+//! The wallet registry of `track`: every wallet it discovered, with what
+//! schedules its reads. Saved on its own and with each publish
+//! ([`crate::Store::publish`]).
 
 use diesel::prelude::*;
-use market_engine::VersionChanges;
-use market_model::{Decimal, LiquidityDay, WalletFreshness};
+use market_model::Decimal;
 use time::OffsetDateTime;
 
-use crate::ingest::{insert_tracked, insert_wallet_states, write_days_and_candles};
 use crate::rows::{from_db_time, to_db_time, RegistryRow};
-use crate::schema::{
-    positions, scanned_wallets, tracked_positions, version_freshness, wallet_registry, wallets,
-};
+use crate::schema::wallet_registry;
 use crate::types::DbDecimal;
-use crate::{
-    insert_chunked, insert_version, insert_wallet_rows, prune_before, CandleBatch, DbConnection,
-    Progress, Store, StoreError, TrackedPosition, VersionHeader, WalletScanState, MAX_BINDS,
-};
+use crate::write::ADDRESS_CHUNK;
+use crate::{insert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
 
 /// Where a registry entry was found (bits of [`RegistryEntry::sources`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,47 +141,6 @@ impl RegistryEntry {
     }
 }
 
-/// One incremental publish: a new data version that changes only some wallets.
-#[derive(Clone, Copy, Debug)]
-pub struct PublishWrite<'a> {
-    /// What produced it (`track`).
-    pub source: &'a str,
-    /// The data version its changes were computed against (0: none). The
-    /// publish fails with [`StoreError::Conflict`] when it is no longer the
-    /// latest, so that a writer never applies changes to a version it did
-    /// not see.
-    pub base_version: i64,
-    /// The new version's markets, current days, cohorts and coverage
-    /// report whole, and the wallets it changes.
-    pub changes: &'a VersionChanges,
-    /// Wallets served in this version (all of them, changed or not).
-    pub wallet_count: usize,
-    /// Positions served in this version (all of them).
-    pub position_count: usize,
-    /// Liquidity days frozen by this publish.
-    pub frozen_days: &'a [LiquidityDay],
-    /// Candle batches fetched since the previous publish.
-    pub candles: &'a [CandleBatch<'a>],
-    /// Analytics state of the wallets read since the previous publish,
-    /// served or not: each replaces the stored state of its wallet (the
-    /// states of other wallets, removed ones included, are kept).
-    pub wallet_states: &'a [WalletScanState],
-    /// Followed positions of the wallets of `wallet_states` (they replace
-    /// theirs).
-    pub tracked: &'a [TrackedPosition],
-    /// Per changed wallet, the dexes this version reads and the previous one
-    /// did not (a sweep's first look at them): the positions found there are
-    /// first observations in the position events, not openings.
-    pub newly_read: &'a [(String, Vec<String>)],
-    /// Registry entries to save with this version.
-    pub registry: &'a [RegistryEntry],
-    /// Freshness of every tracked wallet as of `observed_at`.
-    pub freshness: &'a WalletFreshness,
-}
-
-/// Addresses per `IN (…)` list.
-const ADDRESS_CHUNK: usize = 500;
-
 impl Store {
     /// Every registry entry, by address.
     pub fn registry(&self) -> Result<Vec<RegistryEntry>, StoreError> {
@@ -216,130 +166,12 @@ impl Store {
         let conn: &mut DbConnection = &mut pooled;
         conn.transaction(|conn| upsert_registry(conn, entries))
     }
-
-    /// Writes an incremental publish in one transaction and prunes what the
-    /// previous version no longer needs. Returns the new version.
-    pub fn publish(&self, p: &PublishWrite<'_>, progress: Progress<'_>) -> Result<i64, StoreError> {
-        let mut pooled = self.conn()?;
-        let conn: &mut DbConnection = &mut pooled;
-        conn.transaction(|conn| self.write_publish(conn, p, progress))
-    }
-
-    /// Runs every write of [`Store::publish`] and rolls them back: whether
-    /// the database would take this publish, and if not why, with nothing
-    /// changed either way.
-    pub fn try_publish(&self, p: &PublishWrite<'_>) -> Result<(), StoreError> {
-        let mut pooled = self.conn()?;
-        let conn: &mut DbConnection = &mut pooled;
-        let result = conn.transaction(|conn| {
-            self.write_publish(conn, p, &mut |_, _, _| {})?;
-            Err::<(), _>(StoreError::Query(
-                diesel::result::Error::RollbackTransaction,
-            ))
-        });
-        match result {
-            Err(StoreError::Query(diesel::result::Error::RollbackTransaction)) => Ok(()),
-            other => other,
-        }
-    }
-
-    fn write_publish(
-        &self,
-        conn: &mut DbConnection,
-        p: &PublishWrite<'_>,
-        progress: Progress<'_>,
-    ) -> Result<i64, StoreError> {
-        let latest = crate::latest_version(conn)?;
-        if latest.unwrap_or(0) != p.base_version {
-            return Err(StoreError::Conflict {
-                expected: p.base_version,
-                found: latest,
-            });
-        }
-        let c = p.changes;
-        write_days_and_candles(conn, p.frozen_days, p.candles, progress)?;
-        let version = insert_version(
-            conn,
-            &VersionHeader {
-                source: p.source,
-                observed_at: c.observed_at,
-                markets: &c.markets,
-                cohorts: &c.cohorts,
-                current_days: &c.current_days,
-                wallet_count: p.wallet_count,
-                position_count: p.position_count,
-            },
-            progress,
-        )?;
-        // Recorded against the rows still open: the previous observation.
-        crate::history::record(
-            conn,
-            self.retention(),
-            &crate::history::Observation {
-                observed_at: c.observed_at,
-                markets: &c.markets,
-                cohorts: &c.cohorts,
-                wallets: &c.wallets,
-                positions: &c.positions,
-                full: false,
-                events: true,
-                newly_read: p.newly_read,
-            },
-        )?;
-        let touched: Vec<&str> = c
-            .wallets
-            .iter()
-            .map(|w| w.address.as_str())
-            .chain(c.removed.iter().map(String::as_str))
-            .collect();
-        for chunk in touched.chunks(ADDRESS_CHUNK) {
-            diesel::update(
-                wallets::table
-                    .filter(wallets::valid_to.is_null())
-                    .filter(wallets::address.eq_any(chunk)),
-            )
-            .set(wallets::valid_to.eq(version))
-            .execute(conn)?;
-            diesel::update(
-                positions::table
-                    .filter(positions::valid_to.is_null())
-                    .filter(positions::address.eq_any(chunk)),
-            )
-            .set(positions::valid_to.eq(version))
-            .execute(conn)?;
-        }
-        // Scan states are replaced by wallet, for every wallet read:
-        // served, empty (not served) or removed alike.
-        let read: Vec<&str> = p.wallet_states.iter().map(|s| s.address.as_str()).collect();
-        for chunk in read.chunks(ADDRESS_CHUNK) {
-            diesel::delete(scanned_wallets::table.filter(scanned_wallets::address.eq_any(chunk)))
-                .execute(conn)?;
-            diesel::delete(
-                tracked_positions::table.filter(tracked_positions::address.eq_any(chunk)),
-            )
-            .execute(conn)?;
-        }
-        #[cfg(feature = "test-support")]
-        self.injected_fault(|a| read.contains(&a) || c.wallets.iter().any(|w| w.address == a))?;
-        insert_wallet_rows(conn, version, &c.wallets, &c.positions, progress)?;
-        insert_wallet_states(conn, p.wallet_states, progress)?;
-        insert_tracked(conn, p.tracked, progress)?;
-        upsert_registry(conn, p.registry)?;
-        let body = serde_json::to_string(p.freshness).expect("model types serialize");
-        let coverage = serde_json::to_string(&c.coverage).expect("model types serialize");
-        diesel::insert_into(version_freshness::table)
-            .values((
-                version_freshness::version.eq(version),
-                version_freshness::body.eq(body),
-                version_freshness::coverage.eq(Some(coverage)),
-            ))
-            .execute(conn)?;
-        prune_before(conn, version - 1)?;
-        Ok(version)
-    }
 }
 
-fn upsert_registry(conn: &mut DbConnection, entries: &[RegistryEntry]) -> Result<(), StoreError> {
+pub(crate) fn upsert_registry(
+    conn: &mut DbConnection,
+    entries: &[RegistryEntry],
+) -> Result<(), StoreError> {
     // Delete-then-insert keeps one statement shape for both backends.
     for chunk in entries.chunks(ADDRESS_CHUNK) {
         let addresses: Vec<&str> = chunk.iter().map(|e| e.address.as_str()).collect();

@@ -524,14 +524,14 @@ fn position_split_is_at_the_median_of_the_position_counts() {
             .collect();
         crate::convert::market_rows(1, &markets, &[], &[])
     };
-    assert_eq!(super::position_split(&[]), None);
-    assert_eq!(super::position_split(&rows(&[("BTC", 5)])), None);
+    assert_eq!(crate::read::position_split(&[]), None);
+    assert_eq!(crate::read::position_split(&rows(&[("BTC", 5)])), None);
     assert_eq!(
-        super::position_split(&rows(&[("A", 1), ("B", 1), ("C", 1), ("D", 1)])).as_deref(),
+        crate::read::position_split(&rows(&[("A", 1), ("B", 1), ("C", 1), ("D", 1)])).as_deref(),
         Some("C")
     );
     assert_eq!(
-        super::position_split(&rows(&[("A", 10), ("B", 1), ("C", 1)])).as_deref(),
+        crate::read::position_split(&rows(&[("A", 10), ("B", 1), ("C", 1)])).as_deref(),
         Some("B")
     );
 }

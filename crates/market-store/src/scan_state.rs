@@ -1,20 +1,17 @@
-//! Writes of the scanner: one scan is one transaction.
+//! The state behind each wallet's analytics, kept by `scan` and `track`:
+//! its scan state ([`WalletScanState`]) and the positions followed
+//! ([`TrackedPosition`]), read back at start and written with each version.
 
 use std::collections::HashMap;
 
 use diesel::prelude::*;
-use market_model::{Decimal, Direction, Interval, LiquidityDay};
+use market_model::{Decimal, Direction, Interval};
 use time::OffsetDateTime;
 
 use crate::rows::{from_db_time, to_db_time};
-use crate::schema::{
-    candles, liquidity_days, liquidity_levels, scanned_wallets, tracked_positions,
-};
+use crate::schema::{candles, scanned_wallets, tracked_positions};
 use crate::types::DbDecimal;
-use crate::{
-    candle_rows, history_rows, insert_chunked, insert_snapshot, prune_before, CandleBatch,
-    DbConnection, Progress, SnapshotWrite, Store, StoreError, MAX_BINDS,
-};
+use crate::{insert_chunked, DbConnection, Progress, Store, StoreError, MAX_BINDS};
 
 /// Scanner state of one wallet: staleness and the history behind its analytics.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -58,24 +55,6 @@ pub struct TrackedPosition {
     pub open_time_known: bool,
     /// Unrealized PnL at the last observation, USD.
     pub last_upnl: Decimal,
-}
-
-/// Everything one scan writes, in one transaction.
-#[derive(Clone, Copy, Debug)]
-pub struct ScanWrite<'a> {
-    /// The new data version.
-    pub snapshot: SnapshotWrite<'a>,
-    /// Candles fetched by this scan; each batch replaces stored candles from its first open time on.
-    pub candles: &'a [CandleBatch<'a>],
-    /// Days frozen by this scan (the previous day's levels as `end_of_day`).
-    pub frozen_days: &'a [LiquidityDay],
-    /// Scanner state of every wallet kept in the data.
-    pub wallet_states: &'a [WalletScanState],
-    /// Open positions being followed.
-    pub tracked: &'a [TrackedPosition],
-    /// Per wallet, the dexes this scan reads that its stored observation did
-    /// not cover (see [`crate::PublishWrite::newly_read`]).
-    pub newly_read: &'a [(String, Vec<String>)],
 }
 
 impl Store {
@@ -165,91 +144,6 @@ impl Store {
         }
         Ok(out)
     }
-
-    /// Writes a scan atomically: frozen days, candles, the new data version
-    /// and the wallet states. Readers see the previous version until it commits;
-    /// a failure (or a killed process) leaves everything as it was.
-    pub fn write_scan(
-        &self,
-        scan: &ScanWrite<'_>,
-        progress: Progress<'_>,
-    ) -> Result<i64, StoreError> {
-        let mut pooled = self.conn()?;
-        let conn: &mut DbConnection = &mut pooled;
-        conn.transaction(|conn| {
-            crate::latest_version(conn)?;
-            write_days_and_candles(conn, scan.frozen_days, scan.candles, progress)?;
-            let version = insert_snapshot(
-                conn,
-                self.retention(),
-                &scan.snapshot,
-                true,
-                scan.newly_read,
-                progress,
-            )?;
-            prune_before(conn, version - 1)?;
-            diesel::delete(scanned_wallets::table).execute(conn)?;
-            insert_wallet_states(conn, scan.wallet_states, progress)?;
-            diesel::delete(tracked_positions::table).execute(conn)?;
-            insert_tracked(conn, scan.tracked, progress)?;
-            Ok(version)
-        })
-    }
-}
-
-/// Writes frozen `end_of_day` days (replacing stored ones of the same date
-/// and asset) and candle batches (each replaces the stored candles of its
-/// asset and interval from its first open time on).
-pub(crate) fn write_days_and_candles(
-    conn: &mut DbConnection,
-    frozen_days: &[LiquidityDay],
-    batches: &[CandleBatch<'_>],
-    progress: Progress<'_>,
-) -> Result<(), StoreError> {
-    for day in frozen_days {
-        diesel::delete(
-            liquidity_levels::table
-                .filter(liquidity_levels::date.eq(day.date))
-                .filter(liquidity_levels::symbol.eq(&day.network_asset_symbol)),
-        )
-        .execute(conn)?;
-        diesel::delete(
-            liquidity_days::table
-                .filter(liquidity_days::date.eq(day.date))
-                .filter(liquidity_days::symbol.eq(&day.network_asset_symbol)),
-        )
-        .execute(conn)?;
-    }
-    let (day_rows, level_rows) = history_rows(frozen_days);
-    insert_chunked!(
-        conn,
-        liquidity_days::table,
-        &day_rows,
-        "frozen days",
-        progress
-    );
-    insert_chunked!(
-        conn,
-        liquidity_levels::table,
-        &level_rows,
-        "frozen levels",
-        progress
-    );
-    for batch in batches {
-        let Some(first) = batch.candles.first() else {
-            continue;
-        };
-        diesel::delete(
-            candles::table
-                .filter(candles::symbol.eq(batch.symbol))
-                .filter(candles::resolution.eq(batch.interval.as_str()))
-                .filter(candles::open_time.ge(first.time)),
-        )
-        .execute(conn)?;
-    }
-    let candle_rows: Vec<_> = batches.iter().flat_map(candle_rows).collect();
-    insert_chunked!(conn, candles::table, &candle_rows, "candles", progress);
-    Ok(())
 }
 
 /// Inserts scanner states (the caller deleted the ones they replace).

@@ -1,0 +1,408 @@
+//! Reading data versions: the newest version's metadata, a version whole
+//! (as model structs, or rendered from its stored text for serving) and the
+//! changes between two versions (for a running server to apply).
+
+use diesel::prelude::*;
+use market_engine::{DataVersion, VersionChanges};
+use market_model::{
+    Direction, MarketPosition, MarketPositionText, NetworkCoverage, Wallet, WalletFreshness,
+};
+use time::OffsetDateTime;
+
+use crate::convert::*;
+use crate::rows::*;
+use crate::schema::*;
+use crate::types::DecText;
+use crate::{connection, DbConnection, Store, StoreError};
+
+/// Metadata of a materialized data version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotMeta {
+    /// Version number (monotonic).
+    pub version: i64,
+    /// What produced it (`demo`, `scan`).
+    pub source: String,
+    /// When its data was observed.
+    pub observed_at: OffsetDateTime,
+}
+
+/// A data version read back. Its positions are model structs
+/// ([`Store::load_snapshot`]) or whatever the caller made of their text
+/// ([`Store::load_for_serving`]).
+#[derive(Clone, Debug)]
+pub struct LoadedSnapshot<P = MarketPosition> {
+    /// Version metadata.
+    pub meta: SnapshotMeta,
+    /// The version (positions with the wallet's label and tags filled in,
+    /// in no particular order; freshness as its writer stored it).
+    pub version: DataVersion<P>,
+}
+
+impl Store {
+    /// The newest data version, if any.
+    pub fn latest_snapshot(&self) -> Result<Option<SnapshotMeta>, StoreError> {
+        let mut conn = self.conn()?;
+        let row = snapshots::table
+            .order(snapshots::version.desc())
+            .select((
+                snapshots::version,
+                snapshots::source,
+                snapshots::observed_at,
+            ))
+            .first::<(i64, String, time::PrimitiveDateTime)>(&mut *conn)
+            .optional()?;
+        Ok(row.map(|(version, source, observed_at)| SnapshotMeta {
+            version,
+            source,
+            observed_at: from_db_time(observed_at),
+        }))
+    }
+
+    /// Reads a whole data version as model structs.
+    pub fn load_snapshot(&self, meta: &SnapshotMeta) -> Result<LoadedSnapshot, StoreError> {
+        let (rest, [mut positions, upper]) = self.load_version(meta, |conn, query, out| {
+            for row in query
+                .select(PositionRow::as_select())
+                .load_iter::<PositionRow, diesel::connection::DefaultLoadingMode>(conn)?
+            {
+                out.push(position_from(row?)?);
+            }
+            Ok(())
+        })?;
+        // (The lower half was sized for both.)
+        positions.extend(upper);
+        label_positions(&mut positions, &rest.wallets);
+        rest.assemble(meta, positions)
+    }
+
+    /// Reads a whole data version for serving: each position is handed to
+    /// `render` as the text stored for it, and the version holds what
+    /// `render` returns, in parts (one per connection that read them). No
+    /// decimal is parsed on the way: a server starting on a million
+    /// positions spent most of its start-up parsing decimals it then printed
+    /// again. The text has no label and tags: they are the wallet's, and the
+    /// caller has the wallets.
+    pub fn load_for_serving<T: Send>(
+        &self,
+        meta: &SnapshotMeta,
+        render: impl Fn(&MarketPositionText<'_>) -> T + Sync,
+    ) -> Result<LoadedSnapshot<Vec<T>>, StoreError> {
+        let (rest, parts) = self.load_version(meta, |conn, query, out| {
+            for row in query
+                .select(PositionTextRow::as_select())
+                .load_iter::<PositionTextRow, diesel::connection::DefaultLoadingMode>(conn)?
+            {
+                let r = row?;
+                out.push(render(&MarketPositionText {
+                    address: &r.address,
+                    label: None,
+                    tags: &[],
+                    symbol: &r.symbol,
+                    direction: parse::<Direction>("position direction", &r.direction)?,
+                    position_value: r.position_value.plain(),
+                    liq_price: r.liq_price.as_ref().map(DecText::plain),
+                    observed_at: from_db_time(r.observed_at.0),
+                    leverage: r.leverage.plain(),
+                    size: r.size.plain(),
+                    size_unit: &r.symbol,
+                    u_pnl: r.upnl.plain(),
+                    u_pnl_pct: r.upnl_pct.plain(),
+                    entry_price: r.entry_price.plain(),
+                    mark_price: r.mark_price.plain(),
+                    margin: r.margin.plain(),
+                    funding_cost: r.funding_cost.plain(),
+                }));
+            }
+            Ok(())
+        })?;
+        rest.assemble(meta, parts.into())
+    }
+
+    /// Reads a whole data version, its positions through `read` (given the
+    /// filtered query of one half of them).
+    fn load_version<T: Send>(
+        &self,
+        meta: &SnapshotMeta,
+        read: impl Fn(&mut DbConnection, PositionQuery, &mut Vec<T>) -> Result<(), StoreError> + Sync,
+    ) -> Result<(VersionRest, [Vec<T>; 2]), StoreError> {
+        let v = meta.version;
+        // Start-up time is dominated by this load, so it runs on three
+        // connections: the positions (the bulk) in two halves split by symbol
+        // at the median of the markets' position counts, and the wallets and
+        // levels beside them (the wallets converted there). Each read is
+        // one statement and so sees one consistent state; the version row is
+        // checked after all of them, so a prune that raced them (it deletes
+        // the version row and its data in one transaction) is detected.
+        let markets: Vec<MarketRow> = {
+            let mut pooled = self.conn()?;
+            let conn: &mut DbConnection = &mut pooled;
+            markets::table
+                .filter(markets::version.eq(v))
+                .order(markets::symbol)
+                .load(conn)?
+        };
+        let split = position_split(&markets);
+        // Each half is collected into a vector of its final size (known
+        // from the markets' counts), the lower one large enough for both:
+        // regrowing vectors of a million items cost a tenth of the start.
+        let count = |upper: bool| -> usize {
+            let n: i64 = markets
+                .iter()
+                .filter(|m| split.as_ref().is_some_and(|at| (&m.symbol >= at) == upper))
+                .map(|m| m.long_count + m.short_count)
+                .sum();
+            usize::try_from(n).unwrap_or(0)
+        };
+        let read_positions = |upper_half: bool| -> Result<Vec<T>, StoreError> {
+            let query = positions::table
+                .filter(positions::version.le(v))
+                .filter(positions::valid_to.is_null().or(positions::valid_to.gt(v)))
+                // No ORDER BY: sorting a million wide rows cost SQLite more
+                // than the read itself, and the engine orders what it serves.
+                .into_boxed();
+            let query = match (&split, upper_half) {
+                (None, false) => query,
+                (None, true) => return Ok(Vec::new()),
+                (Some(at), false) => query.filter(positions::symbol.lt(at.clone())),
+                (Some(at), true) => query.filter(positions::symbol.ge(at.clone())),
+            };
+            let mut out = Vec::new();
+            // Only a hint: a count that cannot be reserved is read without it.
+            let _ = out.try_reserve_exact(match upper_half {
+                false => count(false) + count(true),
+                true => count(true),
+            });
+            let mut pooled = self.conn()?;
+            read(&mut pooled, query, &mut out)?;
+            Ok(out)
+        };
+        let (lower, upper, rest) = std::thread::scope(|s| {
+            let lower = s.spawn(|| read_positions(false));
+            let rest = s.spawn(|| -> Result<_, StoreError> {
+                let mut pooled = self.conn()?;
+                let conn: &mut DbConnection = &mut pooled;
+                // Converted as they are read (no vector of rows), and
+                // without ORDER BY: SQLite sorts the wide rows in a temporary
+                // B-tree; sorting the converted wallets costs less.
+                let mut wallets: Vec<Wallet> = wallets::table
+                    .filter(wallets::version.le(v))
+                    .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
+                    .select(WalletRow::as_select())
+                    .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
+                    .map(|row| wallet_from(row?))
+                    .collect::<Result<_, StoreError>>()?;
+                let levels: Vec<CurrentLevelRow> = current_levels::table
+                    .filter(current_levels::version.eq(v))
+                    .order((current_levels::symbol, current_levels::side))
+                    .load(conn)?;
+                let freshness: Option<String> = version_freshness::table
+                    .filter(version_freshness::version.eq(v))
+                    .select(version_freshness::body)
+                    .first(conn)
+                    .optional()?;
+                wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
+                Ok((wallets, levels, freshness))
+            });
+            let upper = read_positions(true);
+            let (lower, rest) = (lower.join(), rest.join());
+            (
+                lower.expect("the position reader does not panic"),
+                upper,
+                rest.expect("the wallet reader does not panic"),
+            )
+        });
+        let (lower, upper, (wallets, levels, freshness)) = (lower?, upper?, rest?);
+        let freshness = freshness
+            .map(|body| {
+                serde_json::from_str::<WalletFreshness>(&body).map_err(|e| {
+                    StoreError::Corrupt(format!("wallet freshness of version {v}: {e}"))
+                })
+            })
+            .transpose()?;
+        let mut pooled = self.conn()?;
+        let conn: &mut DbConnection = &mut pooled;
+        let present: i64 = snapshots::table
+            .filter(snapshots::version.eq(v))
+            .count()
+            .get_result(conn)?;
+        if present != 1 {
+            return Err(StoreError::Unavailable(format!(
+                "data version {v} was pruned while it was being read; a newer one will be loaded"
+            )));
+        }
+        Ok((
+            VersionRest {
+                markets,
+                wallets,
+                levels,
+                freshness,
+            },
+            [lower, upper],
+        ))
+    }
+
+    /// What changed from version `from` to `meta`'s, when it can be read as
+    /// changes: both versions are still stored, the later one has a stored
+    /// coverage report, every changed wallet was rewritten whole (the rows
+    /// `track` writes), and at most `max_wallets` wallets changed. `None`
+    /// means: load the whole version instead.
+    ///
+    /// Rows are valid in version `V` when `version ≤ V < valid_to`, so the
+    /// changes are the wallet and position rows inserted after `from` that
+    /// are valid at `V`, and the wallet rows closed after `from`.
+    pub fn load_changes(
+        &self,
+        from: i64,
+        meta: &SnapshotMeta,
+        max_wallets: usize,
+    ) -> Result<Option<VersionChanges>, StoreError> {
+        let v = meta.version;
+        let mut pooled = self.conn()?;
+        let conn: &mut DbConnection = &mut pooled;
+        let coverage: Option<Option<String>> = version_freshness::table
+            .filter(version_freshness::version.eq(v))
+            .select(version_freshness::coverage)
+            .first(conn)
+            .optional()?;
+        let Some(Some(coverage)) = coverage else {
+            return Ok(None);
+        };
+        let changed: i64 = wallets::table
+            .filter(wallets::version.gt(from))
+            .filter(wallets::version.le(v))
+            .count()
+            .get_result(conn)?;
+        if from >= v || changed as usize > max_wallets {
+            return Ok(None);
+        }
+        let wallet_rows: Vec<WalletRow> = wallets::table
+            .filter(wallets::version.gt(from))
+            .filter(wallets::version.le(v))
+            .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
+            .order(wallets::address)
+            .select(WalletRow::as_select())
+            .load(conn)?;
+        let position_rows: Vec<PositionRow> = positions::table
+            .filter(positions::version.gt(from))
+            .filter(positions::version.le(v))
+            .filter(positions::valid_to.is_null().or(positions::valid_to.gt(v)))
+            .order((positions::symbol, positions::address))
+            .select(PositionRow::as_select())
+            .load(conn)?;
+        let closed: Vec<String> = wallets::table
+            .filter(wallets::valid_to.gt(from))
+            .filter(wallets::valid_to.le(v))
+            .select(wallets::address)
+            .load(conn)?;
+        let closed_positions: Vec<String> = positions::table
+            .filter(positions::valid_to.gt(from))
+            .filter(positions::valid_to.le(v))
+            .select(positions::address)
+            .distinct()
+            .load(conn)?;
+        let markets: Vec<MarketRow> = markets::table
+            .filter(markets::version.eq(v))
+            .order(markets::symbol)
+            .load(conn)?;
+        let levels: Vec<CurrentLevelRow> = current_levels::table
+            .filter(current_levels::version.eq(v))
+            .order((current_levels::symbol, current_levels::side))
+            .load(conn)?;
+        // Both versions still stored after the reads: no prune removed the
+        // rows closed after `from` while they were read.
+        let present: i64 = snapshots::table
+            .filter(snapshots::version.eq(from).or(snapshots::version.eq(v)))
+            .count()
+            .get_result(conn)?;
+        drop(pooled);
+        if present != 2 {
+            return Ok(None);
+        }
+        let rewritten: std::collections::HashSet<&str> =
+            wallet_rows.iter().map(|w| w.address.as_str()).collect();
+        let closed_set: std::collections::HashSet<&str> =
+            closed.iter().map(String::as_str).collect();
+        let whole = position_rows
+            .iter()
+            .all(|p| rewritten.contains(p.address.as_str()))
+            && closed_positions
+                .iter()
+                .all(|a| closed_set.contains(a.as_str()));
+        if !whole {
+            return Ok(None);
+        }
+        let removed: Vec<String> = closed
+            .iter()
+            .filter(|a| !rewritten.contains(a.as_str()))
+            .cloned()
+            .collect();
+        let coverage: NetworkCoverage = serde_json::from_str(&coverage)
+            .map_err(|e| StoreError::Corrupt(format!("coverage of version {v}: {e}")))?;
+        let wallets = wallet_rows
+            .into_iter()
+            .map(wallet_from)
+            .collect::<Result<Vec<_>, _>>()?;
+        let positions = positions_from(position_rows, &wallets)?;
+        let DataVersion {
+            observed_at,
+            markets,
+            wallets,
+            positions,
+            current_days,
+            cohorts,
+            ..
+        } = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?.version;
+        Ok(Some(VersionChanges {
+            observed_at,
+            markets,
+            current_days,
+            cohorts,
+            coverage,
+            wallets,
+            positions,
+            removed,
+        }))
+    }
+}
+
+/// The filtered query of (half of) a version's positions, before its select.
+type PositionQuery = positions::BoxedQuery<'static, connection::MultiBackend>;
+
+/// A whole version's rows besides its positions.
+struct VersionRest {
+    markets: Vec<MarketRow>,
+    wallets: Vec<Wallet>,
+    levels: Vec<CurrentLevelRow>,
+    freshness: Option<WalletFreshness>,
+}
+
+impl VersionRest {
+    fn assemble<P>(
+        self,
+        meta: &SnapshotMeta,
+        positions: Vec<P>,
+    ) -> Result<LoadedSnapshot<P>, StoreError> {
+        let mut loaded = assemble_snapshot(
+            meta.clone(),
+            self.markets,
+            self.wallets,
+            positions,
+            self.levels,
+        )?;
+        loaded.version.freshness = self.freshness;
+        Ok(loaded)
+    }
+}
+
+/// The first symbol of the upper half of a version's positions: the median
+/// by the markets' long and short counts (the positions they were
+/// aggregated from), or `None` when there is nothing to split. Only the
+/// balance of the two reads depends on it, never what they return.
+pub(crate) fn position_split(markets: &[MarketRow]) -> Option<String> {
+    let total: i64 = markets.iter().map(|m| m.long_count + m.short_count).sum();
+    let mut seen = 0;
+    markets.iter().skip(1).zip(markets).find_map(|(next, m)| {
+        seen += m.long_count + m.short_count;
+        (2 * seen >= total).then(|| next.symbol.clone())
+    })
+}

@@ -1,0 +1,540 @@
+//! Writing data versions, every one in one transaction that first takes
+//! [`latest_version`]: whole versions (`seed-demo`'s
+//! [`Store::replace_dataset`], `scan`'s [`Store::write_scan`],
+//! [`Store::write_snapshot`]), `track`'s incremental publishes
+//! ([`Store::publish`]: it closes the open rows of the wallets that changed,
+//! `valid_to` = the new version, and inserts their new rows; markets and
+//! current levels are small and written whole with every version), and
+//! pruning ([`prune_before`]).
+
+use diesel::prelude::*;
+use market_engine::{DataVersion, VersionChanges};
+use market_model::{
+    Candle, Interval, LiquidityDay, Market, MarketCohorts, MarketPosition, Wallet, WalletFreshness,
+};
+use time::OffsetDateTime;
+
+use crate::history::{self, HistoryWrite};
+use crate::registry::upsert_registry;
+use crate::rows::*;
+use crate::scan_state::{insert_tracked, insert_wallet_states};
+use crate::schema::*;
+use crate::{
+    candle_rows, current_level_rows, history_rows, insert_chunked, market_rows, position_row,
+    wallet_row, DbConnection, Progress, RegistryEntry, Retention, Store, StoreError,
+    TrackedPosition, WalletScanState, MAX_BINDS,
+};
+
+/// A data version to write: the engine's materialized output.
+#[derive(Clone, Copy, Debug)]
+pub struct SnapshotWrite<'a> {
+    /// What produced it (`demo`, `scan`).
+    pub source: &'a str,
+    /// The version whole (its `freshness` is not stored: a whole version's
+    /// freshness is derived from its wallets).
+    pub version: &'a DataVersion,
+}
+
+/// Candles of one asset and interval, for bulk writes.
+#[derive(Clone, Copy, Debug)]
+pub struct CandleBatch<'a> {
+    /// Network symbol.
+    pub symbol: &'a str,
+    /// Stored interval.
+    pub interval: Interval,
+    /// Candles.
+    pub candles: &'a [Candle],
+}
+
+/// Everything `seed-demo` replaces, written in one transaction.
+#[derive(Clone, Copy, Debug)]
+pub struct DatasetWrite<'a> {
+    /// The current data version.
+    pub snapshot: SnapshotWrite<'a>,
+    /// End-of-day liquidity days.
+    pub history_days: &'a [LiquidityDay],
+    /// Stored candles.
+    pub candles: &'a [CandleBatch<'a>],
+    /// Generated history (it replaces the stored history).
+    pub history: HistoryWrite<'a>,
+}
+
+/// Everything one scan writes, in one transaction.
+#[derive(Clone, Copy, Debug)]
+pub struct ScanWrite<'a> {
+    /// The new data version.
+    pub snapshot: SnapshotWrite<'a>,
+    /// Candles fetched by this scan; each batch replaces stored candles from its first open time on.
+    pub candles: &'a [CandleBatch<'a>],
+    /// Days frozen by this scan (the previous day's levels as `end_of_day`).
+    pub frozen_days: &'a [LiquidityDay],
+    /// Scanner state of every wallet kept in the data.
+    pub wallet_states: &'a [WalletScanState],
+    /// Open positions being followed.
+    pub tracked: &'a [TrackedPosition],
+    /// Per wallet, the dexes this scan reads that its stored observation did
+    /// not cover (see [`crate::PublishWrite::newly_read`]).
+    pub newly_read: &'a [(String, Vec<String>)],
+}
+
+/// One incremental publish: a new data version that changes only some wallets.
+#[derive(Clone, Copy, Debug)]
+pub struct PublishWrite<'a> {
+    /// What produced it (`track`).
+    pub source: &'a str,
+    /// The data version its changes were computed against (0: none). The
+    /// publish fails with [`StoreError::Conflict`] when it is no longer the
+    /// latest, so that a writer never applies changes to a version it did
+    /// not see.
+    pub base_version: i64,
+    /// The new version's markets, current days, cohorts and coverage
+    /// report whole, and the wallets it changes.
+    pub changes: &'a VersionChanges,
+    /// Wallets served in this version (all of them, changed or not).
+    pub wallet_count: usize,
+    /// Positions served in this version (all of them).
+    pub position_count: usize,
+    /// Liquidity days frozen by this publish.
+    pub frozen_days: &'a [LiquidityDay],
+    /// Candle batches fetched since the previous publish.
+    pub candles: &'a [CandleBatch<'a>],
+    /// Analytics state of the wallets read since the previous publish,
+    /// served or not: each replaces the stored state of its wallet (the
+    /// states of other wallets, removed ones included, are kept).
+    pub wallet_states: &'a [WalletScanState],
+    /// Followed positions of the wallets of `wallet_states` (they replace
+    /// theirs).
+    pub tracked: &'a [TrackedPosition],
+    /// Per changed wallet, the dexes this version reads and the previous one
+    /// did not (a sweep's first look at them): the positions found there are
+    /// first observations in the position events, not openings.
+    pub newly_read: &'a [(String, Vec<String>)],
+    /// Registry entries to save with this version.
+    pub registry: &'a [RegistryEntry],
+    /// Freshness of every tracked wallet as of `observed_at`.
+    pub freshness: &'a WalletFreshness,
+}
+
+/// Addresses per `IN (…)` list.
+pub(crate) const ADDRESS_CHUNK: usize = 500;
+
+impl Store {
+    /// Writes a new data version in one transaction and prunes versions
+    /// older than the previous one. Returns the new version number.
+    pub fn write_snapshot(
+        &self,
+        snap: &SnapshotWrite<'_>,
+        progress: Progress<'_>,
+    ) -> Result<i64, StoreError> {
+        let mut pooled = self.conn()?;
+        let conn: &mut DbConnection = &mut pooled;
+        conn.transaction(|conn| {
+            latest_version(conn)?;
+            let version = insert_snapshot(conn, self.retention, snap, true, &[], progress)?;
+            prune_before(conn, version - 1)?;
+            Ok(version)
+        })
+    }
+
+    /// Replaces all market data (snapshots, liquidity history, candles) in one
+    /// transaction, so readers see either the old or the new dataset. Tokens are kept.
+    pub fn replace_dataset(
+        &self,
+        data: &DatasetWrite<'_>,
+        progress: Progress<'_>,
+    ) -> Result<i64, StoreError> {
+        let mut pooled = self.conn()?;
+        let conn: &mut DbConnection = &mut pooled;
+        conn.transaction(|conn| {
+            latest_version(conn)?;
+            diesel::delete(current_levels::table).execute(conn)?;
+            diesel::delete(positions::table).execute(conn)?;
+            diesel::delete(wallets::table).execute(conn)?;
+            diesel::delete(markets::table).execute(conn)?;
+            // Generated history replaces the stored one; its events lead to
+            // the positions written now, so none are derived.
+            history::replace_history(
+                conn,
+                self.retention,
+                data.snapshot.version.observed_at,
+                &data.history,
+            )?;
+            // Versions stay monotonic across re-seeds so running servers notice the change.
+            let version =
+                insert_snapshot(conn, self.retention, &data.snapshot, false, &[], progress)?;
+            diesel::delete(snapshots::table.filter(snapshots::version.ne(version)))
+                .execute(conn)?;
+            diesel::delete(liquidity_levels::table).execute(conn)?;
+            diesel::delete(liquidity_days::table).execute(conn)?;
+            diesel::delete(candles::table).execute(conn)?;
+            let (day_rows, level_rows) = history_rows(data.history_days);
+            insert_chunked!(
+                conn,
+                liquidity_days::table,
+                &day_rows,
+                "liquidity days",
+                progress
+            );
+            insert_chunked!(
+                conn,
+                liquidity_levels::table,
+                &level_rows,
+                "liquidity levels",
+                progress
+            );
+            let candle_rows: Vec<CandleRow> = data.candles.iter().flat_map(candle_rows).collect();
+            insert_chunked!(conn, candles::table, &candle_rows, "candles", progress);
+            Ok(version)
+        })
+    }
+
+    /// Writes a scan atomically: frozen days, candles, the new data version
+    /// and the wallet states. Readers see the previous version until it commits;
+    /// a failure (or a killed process) leaves everything as it was.
+    pub fn write_scan(
+        &self,
+        scan: &ScanWrite<'_>,
+        progress: Progress<'_>,
+    ) -> Result<i64, StoreError> {
+        let mut pooled = self.conn()?;
+        let conn: &mut DbConnection = &mut pooled;
+        conn.transaction(|conn| {
+            crate::latest_version(conn)?;
+            write_days_and_candles(conn, scan.frozen_days, scan.candles, progress)?;
+            let version = insert_snapshot(
+                conn,
+                self.retention(),
+                &scan.snapshot,
+                true,
+                scan.newly_read,
+                progress,
+            )?;
+            prune_before(conn, version - 1)?;
+            diesel::delete(scanned_wallets::table).execute(conn)?;
+            insert_wallet_states(conn, scan.wallet_states, progress)?;
+            diesel::delete(tracked_positions::table).execute(conn)?;
+            insert_tracked(conn, scan.tracked, progress)?;
+            Ok(version)
+        })
+    }
+
+    /// Writes an incremental publish in one transaction and prunes what the
+    /// previous version no longer needs. Returns the new version.
+    pub fn publish(&self, p: &PublishWrite<'_>, progress: Progress<'_>) -> Result<i64, StoreError> {
+        let mut pooled = self.conn()?;
+        let conn: &mut DbConnection = &mut pooled;
+        conn.transaction(|conn| self.write_publish(conn, p, progress))
+    }
+
+    /// Runs every write of [`Store::publish`] and rolls them back: whether
+    /// the database would take this publish, and if not why, with nothing
+    /// changed either way.
+    pub fn try_publish(&self, p: &PublishWrite<'_>) -> Result<(), StoreError> {
+        let mut pooled = self.conn()?;
+        let conn: &mut DbConnection = &mut pooled;
+        let result = conn.transaction(|conn| {
+            self.write_publish(conn, p, &mut |_, _, _| {})?;
+            Err::<(), _>(StoreError::Query(
+                diesel::result::Error::RollbackTransaction,
+            ))
+        });
+        match result {
+            Err(StoreError::Query(diesel::result::Error::RollbackTransaction)) => Ok(()),
+            other => other,
+        }
+    }
+
+    fn write_publish(
+        &self,
+        conn: &mut DbConnection,
+        p: &PublishWrite<'_>,
+        progress: Progress<'_>,
+    ) -> Result<i64, StoreError> {
+        let latest = crate::latest_version(conn)?;
+        if latest.unwrap_or(0) != p.base_version {
+            return Err(StoreError::Conflict {
+                expected: p.base_version,
+                found: latest,
+            });
+        }
+        let c = p.changes;
+        write_days_and_candles(conn, p.frozen_days, p.candles, progress)?;
+        let version = insert_version(
+            conn,
+            &VersionHeader {
+                source: p.source,
+                observed_at: c.observed_at,
+                markets: &c.markets,
+                cohorts: &c.cohorts,
+                current_days: &c.current_days,
+                wallet_count: p.wallet_count,
+                position_count: p.position_count,
+            },
+            progress,
+        )?;
+        // Recorded against the rows still open: the previous observation.
+        crate::history::record(
+            conn,
+            self.retention(),
+            &crate::history::Observation {
+                observed_at: c.observed_at,
+                markets: &c.markets,
+                cohorts: &c.cohorts,
+                wallets: &c.wallets,
+                positions: &c.positions,
+                full: false,
+                events: true,
+                newly_read: p.newly_read,
+            },
+        )?;
+        let touched: Vec<&str> = c
+            .wallets
+            .iter()
+            .map(|w| w.address.as_str())
+            .chain(c.removed.iter().map(String::as_str))
+            .collect();
+        for chunk in touched.chunks(ADDRESS_CHUNK) {
+            diesel::update(
+                wallets::table
+                    .filter(wallets::valid_to.is_null())
+                    .filter(wallets::address.eq_any(chunk)),
+            )
+            .set(wallets::valid_to.eq(version))
+            .execute(conn)?;
+            diesel::update(
+                positions::table
+                    .filter(positions::valid_to.is_null())
+                    .filter(positions::address.eq_any(chunk)),
+            )
+            .set(positions::valid_to.eq(version))
+            .execute(conn)?;
+        }
+        // Scan states are replaced by wallet, for every wallet read:
+        // served, empty (not served) or removed alike.
+        let read: Vec<&str> = p.wallet_states.iter().map(|s| s.address.as_str()).collect();
+        for chunk in read.chunks(ADDRESS_CHUNK) {
+            diesel::delete(scanned_wallets::table.filter(scanned_wallets::address.eq_any(chunk)))
+                .execute(conn)?;
+            diesel::delete(
+                tracked_positions::table.filter(tracked_positions::address.eq_any(chunk)),
+            )
+            .execute(conn)?;
+        }
+        #[cfg(feature = "test-support")]
+        self.injected_fault(|a| read.contains(&a) || c.wallets.iter().any(|w| w.address == a))?;
+        insert_wallet_rows(conn, version, &c.wallets, &c.positions, progress)?;
+        insert_wallet_states(conn, p.wallet_states, progress)?;
+        insert_tracked(conn, p.tracked, progress)?;
+        upsert_registry(conn, p.registry)?;
+        let body = serde_json::to_string(p.freshness).expect("model types serialize");
+        let coverage = serde_json::to_string(&c.coverage).expect("model types serialize");
+        diesel::insert_into(version_freshness::table)
+            .values((
+                version_freshness::version.eq(version),
+                version_freshness::body.eq(body),
+                version_freshness::coverage.eq(Some(coverage)),
+            ))
+            .execute(conn)?;
+        prune_before(conn, version - 1)?;
+        Ok(version)
+    }
+}
+
+/// Writes a whole version; `newly_read` as for [`PublishWrite::newly_read`].
+pub(crate) fn insert_snapshot(
+    conn: &mut DbConnection,
+    retention: Retention,
+    snap: &SnapshotWrite<'_>,
+    derive_events: bool,
+    newly_read: &[(String, Vec<String>)],
+    progress: Progress<'_>,
+) -> Result<i64, StoreError> {
+    let v = snap.version;
+    let version = insert_version(
+        conn,
+        &VersionHeader {
+            source: snap.source,
+            observed_at: v.observed_at,
+            markets: &v.markets,
+            cohorts: &v.cohorts,
+            current_days: &v.current_days,
+            wallet_count: v.wallets.len(),
+            position_count: v.positions.len(),
+        },
+        progress,
+    )?;
+    // Recorded against the rows still open: the previous observation.
+    history::record(
+        conn,
+        retention,
+        &history::Observation {
+            observed_at: v.observed_at,
+            markets: &v.markets,
+            cohorts: &v.cohorts,
+            wallets: &v.wallets,
+            positions: &v.positions,
+            full: true,
+            events: derive_events,
+            newly_read,
+        },
+    )?;
+    // A full version replaces every open wallet and position row.
+    diesel::update(wallets::table.filter(wallets::valid_to.is_null()))
+        .set(wallets::valid_to.eq(version))
+        .execute(conn)?;
+    diesel::update(positions::table.filter(positions::valid_to.is_null()))
+        .set(positions::valid_to.eq(version))
+        .execute(conn)?;
+    insert_wallet_rows(conn, version, &v.wallets, &v.positions, progress)?;
+    Ok(version)
+}
+
+/// What every version writes whole: its row, its markets and its current levels.
+pub(crate) struct VersionHeader<'a> {
+    pub source: &'a str,
+    pub observed_at: OffsetDateTime,
+    pub markets: &'a [Market],
+    pub cohorts: &'a [MarketCohorts],
+    pub current_days: &'a [LiquidityDay],
+    pub wallet_count: usize,
+    pub position_count: usize,
+}
+
+/// The newest version number, read inside the caller's transaction after
+/// locking out every other version writer until it ends. On PostgreSQL (READ
+/// COMMITTED) a writer could otherwise number its version after one another
+/// writer commits in between, or pass a check of its base; readers are not
+/// blocked (`SHARE ROW EXCLUSIVE` conflicts with writes and itself only).
+/// SQLite serializes writers by itself: a writer whose read went stale fails
+/// with `database is locked` and is retried. Every version-writing
+/// transaction calls this first, so writers queue instead of deadlocking.
+pub(crate) fn latest_version(conn: &mut DbConnection) -> Result<Option<i64>, StoreError> {
+    if let DbConnection::Postgresql(c) = conn {
+        diesel::sql_query("LOCK TABLE snapshots IN SHARE ROW EXCLUSIVE MODE").execute(c)?;
+    }
+    Ok(snapshots::table
+        .select(diesel::dsl::max(snapshots::version))
+        .first(conn)?)
+}
+
+/// Inserts the version row numbered `max(version) + 1`, its markets and its
+/// current levels; returns the version.
+pub(crate) fn insert_version(
+    conn: &mut DbConnection,
+    head: &VersionHeader<'_>,
+    progress: Progress<'_>,
+) -> Result<i64, StoreError> {
+    let version = latest_version(conn)?.unwrap_or(0) + 1;
+    diesel::insert_into(snapshots::table)
+        .values(NewSnapshot {
+            version,
+            source: head.source,
+            observed_at: to_db_time(head.observed_at),
+            created_at: to_db_time(OffsetDateTime::now_utc()),
+            asset_count: head.markets.len() as i64,
+            wallet_count: head.wallet_count as i64,
+            position_count: head.position_count as i64,
+        })
+        .execute(conn)?;
+    let market_rows = market_rows(version, head.markets, head.cohorts, head.current_days);
+    insert_chunked!(conn, markets::table, &market_rows, "markets", progress);
+    let level_rows: Vec<CurrentLevelRow> = head
+        .current_days
+        .iter()
+        .flat_map(|d| current_level_rows(version, d))
+        .collect();
+    insert_chunked!(
+        conn,
+        current_levels::table,
+        &level_rows,
+        "current levels",
+        progress
+    );
+    Ok(version)
+}
+
+/// Inserts open wallet and position rows valid from `version`.
+pub(crate) fn insert_wallet_rows(
+    conn: &mut DbConnection,
+    version: i64,
+    wallets: &[Wallet],
+    positions: &[MarketPosition],
+    progress: Progress<'_>,
+) -> Result<(), StoreError> {
+    let wallet_rows: Vec<WalletRow> = wallets.iter().map(|w| wallet_row(version, w)).collect();
+    insert_chunked!(conn, wallets::table, &wallet_rows, "wallets", progress);
+    let position_rows: Vec<PositionRow> =
+        positions.iter().map(|p| position_row(version, p)).collect();
+    insert_chunked!(
+        conn,
+        positions::table,
+        &position_rows,
+        "positions",
+        progress
+    );
+    Ok(())
+}
+
+/// Deletes the versions before `keep_from` and the wallet and position rows
+/// no kept version can see (closed at or before `keep_from`).
+pub(crate) fn prune_before(conn: &mut DbConnection, keep_from: i64) -> Result<(), StoreError> {
+    diesel::delete(snapshots::table.filter(snapshots::version.lt(keep_from))).execute(conn)?;
+    diesel::delete(wallets::table.filter(wallets::valid_to.le(keep_from))).execute(conn)?;
+    diesel::delete(positions::table.filter(positions::valid_to.le(keep_from))).execute(conn)?;
+    Ok(())
+}
+
+/// Writes frozen `end_of_day` days (replacing stored ones of the same date
+/// and asset) and candle batches (each replaces the stored candles of its
+/// asset and interval from its first open time on).
+pub(crate) fn write_days_and_candles(
+    conn: &mut DbConnection,
+    frozen_days: &[LiquidityDay],
+    batches: &[CandleBatch<'_>],
+    progress: Progress<'_>,
+) -> Result<(), StoreError> {
+    for day in frozen_days {
+        diesel::delete(
+            liquidity_levels::table
+                .filter(liquidity_levels::date.eq(day.date))
+                .filter(liquidity_levels::symbol.eq(&day.network_asset_symbol)),
+        )
+        .execute(conn)?;
+        diesel::delete(
+            liquidity_days::table
+                .filter(liquidity_days::date.eq(day.date))
+                .filter(liquidity_days::symbol.eq(&day.network_asset_symbol)),
+        )
+        .execute(conn)?;
+    }
+    let (day_rows, level_rows) = history_rows(frozen_days);
+    insert_chunked!(
+        conn,
+        liquidity_days::table,
+        &day_rows,
+        "frozen days",
+        progress
+    );
+    insert_chunked!(
+        conn,
+        liquidity_levels::table,
+        &level_rows,
+        "frozen levels",
+        progress
+    );
+    for batch in batches {
+        let Some(first) = batch.candles.first() else {
+            continue;
+        };
+        diesel::delete(
+            candles::table
+                .filter(candles::symbol.eq(batch.symbol))
+                .filter(candles::resolution.eq(batch.interval.as_str()))
+                .filter(candles::open_time.ge(first.time)),
+        )
+        .execute(conn)?;
+    }
+    let candle_rows: Vec<_> = batches.iter().flat_map(candle_rows).collect();
+    insert_chunked!(conn, candles::table, &candle_rows, "candles", progress);
+    Ok(())
+}
