@@ -6,6 +6,7 @@ pub mod analytics;
 pub mod buckets;
 pub mod candles;
 pub mod cohorts;
+pub mod compact;
 pub mod coverage;
 pub mod days;
 mod fixed;
@@ -21,6 +22,7 @@ pub use aggregate::{
     materialize, materialize_wallet, AggregateError, Analytics, Quote, ScanInput, WalletInput,
 };
 pub use buckets::{bucket_price, bucket_size_for_price};
+pub use compact::CompactDecimal;
 pub use position::{PositionKeys, Size};
 pub use sort_key::SortKey;
 pub use tally::{NotAdded, Rendered, Tally, Unquoted};

@@ -17,7 +17,6 @@
 //! touches. A publish computes its new aggregates on a clone, and keeps it
 //! only once the version is committed.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -31,8 +30,8 @@ use time::OffsetDateTime;
 use crate::aggregate::{liquidity_day, market_of, size_class, Quote};
 use crate::buckets::{bucket_price, bucket_size_for_price};
 use crate::cohorts::{slot, Acc, COHORT_ORDER};
+use crate::compact::CompactDecimal;
 use crate::coverage::coverage_of_units;
-use crate::fixed::Fixed;
 use crate::version::DataVersion;
 
 /// The aggregates of the served wallets, by market.
@@ -110,53 +109,9 @@ struct Bucket {
 
 #[derive(Clone, Debug)]
 struct Member {
-    liq: Num,
-    value: Num,
+    liq: CompactDecimal,
+    value: CompactDecimal,
     wallet: Arc<str>,
-}
-
-/// A decimal kept small: its integer and scale inline when they fit.
-#[derive(Clone, Debug)]
-enum Num {
-    Small { mantissa: i64, scale: i16 },
-    Big(Box<BigDecimal>),
-}
-
-impl Num {
-    fn of(v: &BigDecimal) -> Num {
-        let small = Fixed::from_big(v).and_then(|f| {
-            Some(Num::Small {
-                mantissa: i64::try_from(f.mantissa).ok()?,
-                scale: i16::try_from(f.scale).ok()?,
-            })
-        });
-        small.unwrap_or_else(|| Num::Big(Box::new(v.clone())))
-    }
-
-    fn fixed(&self) -> Option<Fixed> {
-        match self {
-            Num::Small { mantissa, scale } => Some(Fixed {
-                mantissa: (*mantissa).into(),
-                scale: (*scale).into(),
-            }),
-            Num::Big(_) => None,
-        }
-    }
-
-    fn to_big(&self) -> BigDecimal {
-        match self {
-            Num::Small { .. } => self.fixed().expect("small").to_big(),
-            Num::Big(b) => (**b).clone(),
-        }
-    }
-
-    /// Numeric comparison.
-    fn cmp_value(&self, other: &Num) -> Ordering {
-        match (self.fixed(), other.fixed()) {
-            (Some(a), Some(b)) => a.cmp_value(b),
-            _ => self.to_big().cmp(&other.to_big()),
-        }
-    }
 }
 
 /// An exact sum with the scales of its members counted: its text is the
@@ -275,8 +230,8 @@ impl MarketTally {
         }
         let key = (side as u8, bucket_price(&liq.0, &self.bucket_size));
         let member = Member {
-            liq: Num::of(&liq.0),
-            value: Num::of(value),
+            liq: CompactDecimal::of(&liq.0),
+            value: CompactDecimal::of(value),
             wallet: wallet.clone(),
         };
         if add {

@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod discovery;
+pub mod held;
 pub mod live;
 pub mod publish;
 pub mod schedule;

@@ -9,6 +9,8 @@ use bigdecimal::{BigDecimal, Zero};
 use market_engine::{Tally, VersionChanges, WalletInput};
 use market_ingest::scan::{follow_positions, wallet_input_from, Observed};
 use market_model::{LiquidityDay, MarketPosition};
+
+use crate::held::{Held, Symbols};
 use time::OffsetDateTime;
 
 /// The dex of a coin: `xyz` for `xyz:TSLA`, `""` (the main dex) for `BTC`.
@@ -64,7 +66,7 @@ pub struct LiveWallet {
     /// The engine input that serves it (account value, analytics, label).
     pub input: WalletInput,
     /// Its open positions at that observation.
-    pub positions: Vec<MarketPosition>,
+    pub positions: Vec<Held>,
 }
 
 impl LiveWallet {
@@ -72,6 +74,13 @@ impl LiveWallet {
     pub fn served(&self, symbols: &impl Fn(&str) -> bool) -> bool {
         self.input.account_value.0 > BigDecimal::zero()
             || self.positions.iter().any(|p| symbols(&p.symbol))
+    }
+
+    /// Its positions as model structs.
+    pub fn model_positions(&self) -> impl Iterator<Item = MarketPosition> + '_ {
+        self.positions
+            .iter()
+            .map(|p| p.to_position(&self.input.address))
     }
 }
 
@@ -117,6 +126,8 @@ pub struct Book {
     /// Wallets read since the last publish.
     pub(crate) pending: BTreeMap<String, Pending>,
     next_read: u64,
+    /// The symbols of the positions held.
+    symbols: Symbols,
 }
 
 impl Book {
@@ -147,9 +158,10 @@ impl Book {
         base.days = loaded.version.current_days.clone();
         base.observed_at = Some(meta.observed_at);
         if meta.source == "track" || meta.source == "scan" {
-            let mut positions: HashMap<String, Vec<MarketPosition>> = HashMap::new();
+            let mut positions: HashMap<String, Vec<Held>> = HashMap::new();
             for p in loaded.version.positions {
-                positions.entry(p.address.clone()).or_default().push(p);
+                let held = Held::of(&p, &mut book.symbols);
+                positions.entry(p.address).or_default().push(held);
             }
             for w in &loaded.version.wallets {
                 book.wallets.insert(
@@ -200,6 +212,7 @@ impl Book {
             stored.pending.insert(address, pending);
         }
         stored.next_read = self.next_read;
+        stored.symbols = std::mem::take(&mut self.symbols);
         *self = stored;
     }
 
@@ -224,12 +237,11 @@ impl Book {
         let covered_before = self.covered(address);
         let previous = self.wallets.remove(address);
         if let Some(previous) = &previous {
-            let read = |p: &MarketPosition| obs.dexes.iter().any(|d| d == dex_of(&p.symbol));
             let unread: Vec<MarketPosition> = previous
                 .positions
                 .iter()
-                .filter(|p| !read(p))
-                .cloned()
+                .filter(|p| !obs.dexes.iter().any(|d| d == dex_of(&p.symbol)))
+                .map(|p| p.to_position(address))
                 .collect();
             obs.positions.extend(unread);
         }
@@ -270,13 +282,13 @@ impl Book {
                 published: previous,
                 published_covered: covered_before,
             });
-        self.wallets.insert(
-            address.to_owned(),
-            LiveWallet {
-                input,
-                positions: obs.positions,
-            },
-        );
+        let positions = obs
+            .positions
+            .iter()
+            .map(|p| Held::of(p, &mut self.symbols))
+            .collect();
+        self.wallets
+            .insert(address.to_owned(), LiveWallet { input, positions });
         Ok(())
     }
 
@@ -362,12 +374,13 @@ mod tests {
         let btc = position("0xa", "BTC", Direction::Long, "100", None);
         book.apply_read("0xa", None, vec![], read(&[""], vec![btc], &[]))
             .unwrap();
-        let before = book.wallets["0xa"].positions.clone();
+        let before: Vec<MarketPosition> = book.wallets["0xa"].model_positions().collect();
         let state = book.states["0xa"].clone();
         // Marks not loaded: the BTC position could not be valued.
         let refused = book.apply_read("0xa", None, vec![], read(&[""], vec![], &["BTC"]));
         assert_eq!(refused.unwrap_err().coins, ["BTC"]);
-        assert_eq!(book.wallets["0xa"].positions, before, "no position dropped");
+        let after: Vec<MarketPosition> = book.wallets["0xa"].model_positions().collect();
+        assert_eq!(after, before, "no position dropped");
         assert_eq!(book.states["0xa"], state, "no close, no realized PnL");
     }
 
@@ -387,7 +400,8 @@ mod tests {
         // A read of the main dex only: BTC is closed, TSLA was not looked at.
         book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]))
             .unwrap();
-        assert_eq!(book.wallets["0xa"].positions, [tsla]);
+        let held: Vec<MarketPosition> = book.wallets["0xa"].model_positions().collect();
+        assert_eq!(held, [tsla]);
         assert_eq!(book.tracked["0xa"].len(), 1, "TSLA is still followed");
         assert_eq!(book.states["0xa"].closed_count, 1, "BTC was closed");
     }

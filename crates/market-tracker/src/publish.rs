@@ -445,12 +445,13 @@ impl Changes {
     }
 }
 
-/// A wallet's served positions: those in a quoted market.
-fn served_positions<'a>(
-    w: &'a LiveWallet,
-    quoted: &'a impl Fn(&str) -> bool,
-) -> impl Iterator<Item = &'a MarketPosition> + Clone + 'a {
-    w.positions.iter().filter(move |p| quoted(&p.symbol))
+/// A wallet's served positions (those in a quoted market) as model structs.
+fn served_positions(w: &LiveWallet, quoted: &impl Fn(&str) -> bool) -> Vec<MarketPosition> {
+    w.positions
+        .iter()
+        .filter(|p| quoted(&p.symbol))
+        .map(|p| p.to_position(&w.input.address))
+        .collect()
 }
 
 /// The changes over a base with a tally of the same markets: each wallet
@@ -482,15 +483,14 @@ fn incremental(
             };
             let positions = served_positions(old, &quoted);
             if tally
-                .remove(a, &old.input.account_value.0, positions)
+                .remove(a, &old.input.account_value.0, &positions)
                 .is_err()
             {
                 return Ok(None);
             }
         }
         if latest.served(&quoted) {
-            let mut served: Vec<MarketPosition> =
-                served_positions(latest, &quoted).cloned().collect();
+            let mut served = served_positions(latest, &quoted);
             let wallet = materialize_wallet(latest.input.clone(), &mut served, quoted)?;
             tally
                 .add(a, &wallet.account_total_value.0, &served)
@@ -540,7 +540,7 @@ fn whole(
         }
         if w.served(&quoted) {
             wallets.push(w.input.clone());
-            positions.extend(served_positions(w, &quoted).cloned());
+            positions.extend(served_positions(w, &quoted));
         }
     }
     let version = materialize(
