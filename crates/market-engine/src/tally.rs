@@ -352,6 +352,25 @@ impl Tally {
         }
     }
 
+    /// An empty tally of the markets of a stored version. Their quotes lack
+    /// the previous day's price (the market keeps only the change it gave),
+    /// so a tally made so takes new quotes ([`Tally::requote`]) before it
+    /// renders, as every publish does.
+    pub fn of_markets(markets: &[Market]) -> Tally {
+        let quotes: Vec<Quote> = markets
+            .iter()
+            .map(|m| Quote {
+                symbol: m.symbol.clone(),
+                price: m.price.clone(),
+                prev_day_price: m.price.clone(),
+                volume24h: m.volume24h.clone(),
+                open_interest: m.open_interest.clone(),
+                funding: m.funding.clone(),
+            })
+            .collect();
+        Tally::new(&quotes)
+    }
+
     /// The tally of a materialized version and the quotes it was
     /// materialized from.
     pub fn of(quotes: &[Quote], version: &DataVersion) -> Tally {

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use market_engine::CompactDecimal;
-use market_model::{Direction, MarketPosition};
+use market_model::{Direction, MarketPosition, MarketPositionText, PlainDecimal};
 use time::OffsetDateTime;
 
 /// One open position of a wallet in the book.
@@ -68,6 +68,33 @@ impl Held {
             margin: (&p.margin).into(),
             funding: (&p.funding_cost).into(),
         }
+    }
+
+    /// A position as the store reads it back for serving (its text; see
+    /// [`market_store::Store::load_for_serving`]). Its symbol is its own
+    /// copy: [`Held::share_symbol`] shares it.
+    pub fn of_text(p: &MarketPositionText<'_>) -> Held {
+        let d = |t: &PlainDecimal<'_>| CompactDecimal::of(&t.to_decimal());
+        Held {
+            symbol: Arc::from(p.symbol),
+            direction: p.direction,
+            observed_at: p.observed_at,
+            value: d(&p.position_value),
+            liq: p.liq_price.as_ref().map(d),
+            leverage: d(&p.leverage),
+            size: d(&p.size),
+            upnl: d(&p.u_pnl),
+            upnl_pct: d(&p.u_pnl_pct),
+            entry: d(&p.entry_price),
+            mark: d(&p.mark_price),
+            margin: d(&p.margin),
+            funding: d(&p.funding_cost),
+        }
+    }
+
+    /// Replaces its symbol with the copy `symbols` shares.
+    pub fn share_symbol(&mut self, symbols: &mut Symbols) {
+        self.symbol = symbols.get(&self.symbol);
     }
 
     /// The model position of the wallet `address`, without label and tags

@@ -141,7 +141,10 @@ impl Book {
         let Some(meta) = store.latest_snapshot()? else {
             return Ok((book, base));
         };
-        let loaded = store.load_snapshot(&meta)?;
+        // Positions are read as text, straight into the book's compact form
+        // (no model struct per position: a million of them took a GB).
+        let loaded =
+            store.load_for_serving(&meta, |t| (Box::<str>::from(t.address), Held::of_text(t)))?;
         base.version = meta.version;
         base.served = loaded
             .version
@@ -158,20 +161,36 @@ impl Book {
         base.days = loaded.version.current_days.clone();
         base.observed_at = Some(meta.observed_at);
         if meta.source == "track" || meta.source == "scan" {
-            let mut positions: HashMap<String, Vec<Held>> = HashMap::new();
-            for p in loaded.version.positions {
-                let held = Held::of(&p, &mut book.symbols);
-                positions.entry(p.address).or_default().push(held);
+            let mut positions: HashMap<Box<str>, Vec<Held>> = HashMap::new();
+            for (address, mut held) in loaded.version.positions.into_iter().flatten() {
+                held.share_symbol(&mut book.symbols);
+                positions.entry(address).or_default().push(held);
             }
+            // The tally of what the version serves, one wallet at a time, so
+            // that the next publish costs what it changes.
+            let mut tally = Some(Tally::of_markets(&loaded.version.markets));
             for w in &loaded.version.wallets {
-                book.wallets.insert(
-                    w.address.clone(),
-                    LiveWallet {
-                        input: wallet_input_from(w),
-                        positions: positions.remove(&w.address).unwrap_or_default(),
-                    },
-                );
+                let live = LiveWallet {
+                    input: wallet_input_from(w),
+                    positions: positions.remove(w.address.as_str()).unwrap_or_default(),
+                };
+                // A wallet this tracker would not serve (a scan serves every
+                // wallet of its list, empty ones too) is removed by the next
+                // publish, which then computes every wallet.
+                if !live.served(&|s: &str| base.symbols.contains(s)) {
+                    tally = None;
+                }
+                if let Some(t) = &mut tally {
+                    let model: Vec<MarketPosition> = live.model_positions().collect();
+                    if t.add(&w.address, &live.input.account_value.0, &model)
+                        .is_err()
+                    {
+                        tally = None;
+                    }
+                }
+                book.wallets.insert(w.address.clone(), live);
             }
+            base.tally = tally;
             book.states = store.wallet_scan_states()?;
             book.tracked = store.tracked_positions()?;
         } else {

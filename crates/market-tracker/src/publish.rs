@@ -12,14 +12,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Mutex;
 
-use market_engine::coverage::network_coverage;
 use market_engine::days::frozen_days;
-use market_engine::{
-    materialize, materialize_wallet, AggregateError, Quote, ScanInput, Tally, VersionChanges,
-};
-use market_model::{
-    Candle, Interval, LiquidityDay, MarketPosition, Wallet, WalletFreshness, NETWORK_ID,
-};
+use market_engine::{materialize_wallet, AggregateError, Quote, Tally, VersionChanges};
+use market_model::{Candle, Interval, LiquidityDay, MarketPosition, WalletFreshness, NETWORK_ID};
 use market_store::{
     CandleBatch, PublishWrite, RegistryEntry, Store, StoreError, TrackedPosition, WalletScanState,
 };
@@ -518,75 +513,60 @@ fn incremental(
     Ok(Some((changes, tally)))
 }
 
-/// The changes over any base: every served wallet materialized, and a new
-/// tally built from them. A wallet holding a market that appeared or
-/// vanished since the base is rewritten.
+/// The changes over any base: a new tally of every served wallet, built one
+/// wallet at a time (no version of model structs is held whole). A wallet
+/// holding a market that appeared or vanished since the base is rewritten.
 fn whole(
     book: &Book,
     base: &Base,
     include: &BTreeSet<String>,
     input: &PublishInput,
 ) -> Result<(VersionChanges, Tally), AggregateError> {
-    let now = input.now;
     let symbols: HashSet<&str> = input.quotes.iter().map(|q| q.symbol.as_str()).collect();
     let quoted = |s: &str| symbols.contains(s);
     let moved = |s: &str| quoted(s) != base.symbols.contains(s);
+    let mut tally = Tally::new(&input.quotes);
     let mut wallets = Vec::new();
     let mut positions = Vec::new();
-    let mut rewrite = HashSet::new();
+    let mut served = HashSet::new();
     for w in book.entries(include) {
-        if w.positions.iter().any(|p| moved(&p.symbol)) {
-            rewrite.insert(w.input.address.as_str());
+        if !w.served(&quoted) {
+            continue;
         }
-        if w.served(&quoted) {
-            wallets.push(w.input.clone());
-            positions.extend(served_positions(w, &quoted));
+        let a = w.input.address.as_str();
+        let changed = include.contains(a)
+            || !base.served.contains(a)
+            || w.positions.iter().any(|p| moved(&p.symbol));
+        let mut held = served_positions(w, &quoted);
+        let wallet = materialize_wallet(w.input.clone(), &mut held, quoted)?;
+        tally
+            .add(a, &wallet.account_total_value.0, &held)
+            .map_err(|u| AggregateError::UnknownAsset {
+                address: u.address,
+                symbol: u.symbol,
+            })?;
+        served.insert(a);
+        if changed {
+            wallets.push(wallet);
+            positions.extend(held);
         }
     }
-    let version = materialize(
-        NETWORK_ID,
-        ScanInput {
-            observed_at: now,
-            quotes: input.quotes.clone(),
-            wallets,
-            positions,
-        },
-    )?;
-    let tally = Tally::of(&input.quotes, &version);
-    let changed = |a: &str| include.contains(a) || rewrite.contains(a) || !base.served.contains(a);
-    let changed_wallets: Vec<Wallet> = version
-        .wallets
-        .iter()
-        .filter(|w| changed(&w.address))
-        .cloned()
-        .collect();
-    let changed_positions: Vec<MarketPosition> = version
-        .positions
-        .iter()
-        .filter(|p| changed(&p.address))
-        .cloned()
-        .collect();
-    let served: HashSet<&str> = version.wallets.iter().map(|w| w.address.as_str()).collect();
+    wallets.sort_by(|a, b| a.address.cmp(&b.address));
     let removed: Vec<String> = base
         .served
         .iter()
         .filter(|a| !served.contains(a.as_str()))
         .cloned()
         .collect();
-    let coverage = network_coverage(
-        now,
-        &version.markets,
-        &version.positions,
-        input.freshness.clone(),
-    );
+    let rendered = tally.render(NETWORK_ID, input.now, input.freshness.clone());
     let changes = VersionChanges {
-        observed_at: now,
-        markets: version.markets,
-        current_days: version.current_days,
-        cohorts: version.cohorts,
-        coverage,
-        wallets: changed_wallets,
-        positions: changed_positions,
+        observed_at: input.now,
+        markets: rendered.markets,
+        current_days: rendered.current_days,
+        cohorts: rendered.cohorts,
+        coverage: rendered.coverage,
+        wallets,
+        positions,
         removed,
     };
     Ok((changes, tally))
