@@ -572,6 +572,7 @@ impl Tracker {
 
     fn publish(&self, fetcher: &Fetcher<'_>, publisher: &mut Publisher) {
         let started = Instant::now();
+        let cpu_before = thread_cpu();
         let quotes = match self.quotes(fetcher) {
             Ok(q) => q,
             Err(e) => {
@@ -652,14 +653,19 @@ impl Tracker {
                 let (requests, weight) = fetcher.spent();
                 let ws = &self.ws;
                 log::info!(
-                    "published data version {version}: {wallets} wallets ({changed} changed, {removed} removed, {pending} reads pending), {positions} positions; registry {}, reads {} ok {} failed; websocket {} trades, {} bad messages, {} reconnects; {requests} requests, weight {weight}; {} ms",
+                    "published data version {version}: {wallets} wallets ({changed} changed, {removed} removed, {pending} reads pending), {positions} positions; registry {}, reads {} ok {} failed; websocket {} trades, {} bad messages, {} reconnects; {requests} requests, weight {weight}; {} ms, CPU {} ms",
                     lock(&self.schedule).len(),
                     self.stats.reads_ok.load(Ordering::Relaxed),
                     self.stats.reads_failed.load(Ordering::Relaxed),
                     ws.trades.load(Ordering::Relaxed),
                     ws.bad_messages.load(Ordering::Relaxed),
                     ws.disconnects.load(Ordering::Relaxed),
-                    started.elapsed().as_millis()
+                    started.elapsed().as_millis(),
+                    thread_cpu()
+                        .zip(cpu_before)
+                        .map_or("?".to_owned(), |(after, before)| {
+                            (after.saturating_sub(before) / 1_000_000).to_string()
+                        })
                 );
             }
             Err(e) => {
@@ -694,6 +700,14 @@ fn quotes_of<'a>(
 }
 
 /// `t` rounded up to the whole second.
+/// CPU time of the calling thread so far, in ns (`/proc/thread-self/schedstat`),
+/// where the system has it: a publish's CPU, its commit included (SQLite
+/// runs in the thread), without the waits for the exchange.
+fn thread_cpu() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
 fn next_second(t: OffsetDateTime) -> OffsetDateTime {
     let whole = t.replace_nanosecond(0).expect("0 is a valid nanosecond");
     if whole < t {

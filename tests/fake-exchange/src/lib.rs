@@ -475,7 +475,17 @@ impl Exchange {
         let mut world = World::new(dexes, prices);
         for i in 0..cfg.wallets {
             let value = pareto(&mut rng);
-            let mut positions = random_positions(&world, &mut rng, value, cfg.max_positions);
+            let mut positions = match cfg.holders {
+                Some(h) if i >= h => Vec::new(),
+                Some(_) => {
+                    let mut p = Vec::new();
+                    while p.is_empty() {
+                        p = random_positions(&world, &mut rng, value, cfg.max_positions);
+                    }
+                    p
+                }
+                None => random_positions(&world, &mut rng, value, cfg.max_positions),
+            };
             let mut wallet = FakeWallet::new(value, Vec::new());
             // One whale in ten keeps most of its equity on a HIP-3 dex: a
             // read of the main dex alone sees a shark.
@@ -818,6 +828,10 @@ pub struct SimConfig {
     pub max_positions: usize,
     /// HIP-3 dexes besides the main dex (at most 12).
     pub hip3_dexes: usize,
+    /// When set, only the first this many wallets start with positions (1
+    /// to `max_positions` each); the others start with equity and none, as
+    /// most addresses of a whole exchange do.
+    pub holders: Option<usize>,
     /// Trades per second.
     pub trades_per_second: u32,
     /// New wallets per minute.
@@ -842,6 +856,7 @@ impl Default for SimConfig {
             leaderboard_rows: 30_000,
             max_positions: 4,
             hip3_dexes: 8,
+            holders: None,
             trades_per_second: 20,
             new_wallets_per_minute: 6,
             weight_per_minute: Some(1200),

@@ -19,6 +19,10 @@ struct Args {
     /// Each wallet starts with 0 to this many positions.
     #[arg(long, default_value_t = 4)]
     max_positions: usize,
+    /// Only the first this many wallets start with positions (1 to
+    /// --max-positions each); the others hold equity only.
+    #[arg(long)]
+    holders: Option<usize>,
     /// HIP-3 dexes besides the main dex (0–12).
     #[arg(long, default_value_t = 8)]
     hip3_dexes: usize,
@@ -59,6 +63,7 @@ async fn main() {
         leaderboard_rows: a.leaderboard_rows,
         max_positions: a.max_positions,
         hip3_dexes: a.hip3_dexes.min(12),
+        holders: a.holders,
         trades_per_second: a.trades_per_second,
         new_wallets_per_minute: a.new_wallets_per_minute,
         weight_per_minute: (a.weight_per_minute > 0).then_some(a.weight_per_minute),

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The whole exchange from an own node: `track` with an own node's budget
+# (`--weight-per-minute 1000000`) against the simulated exchange of
+# tests/fake-exchange grown to WALLETS wallets (HOLDERS of them with 1 to 7
+# positions, about 4 on average; the others hold equity only), every one on
+# the leaderboard and trading, with `serve` beside it on the same SQLite
+# file. Once a minute it prints a markdown row from the two processes' logs
+# and /proc: the registry, the wallets and positions served, the last
+# publish (wallets changed, wall time, CPU of the publishing thread), and
+# each process's resident memory and the server's CPU to apply the last
+# publish. At the end it starts a second `serve` and times it until /healthz
+# answers, with its resident memory at that moment and its peak. Not run by
+# CI.
+#
+#   scripts/bench-own-node.sh [MINUTES] [WALLETS] [HOLDERS]   (defaults: 60, 1000000, 300000)
+#
+# PORT=N moves its four ports (default 18961-18964); TRACK_BIN runs another
+# build's `track`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MINUTES=${1:-60}
+WALLETS=${2:-1000000}
+HOLDERS=${3:-300000}
+PORT=${PORT:-18961}
+FAKE=127.0.0.1:$PORT
+FAKE_WS=127.0.0.1:$((PORT + 1))
+SERVE=127.0.0.1:$((PORT + 2))
+SERVE2=127.0.0.1:$((PORT + 3))
+source scripts/common.sh
+require curl python3
+
+release_workdir
+start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS" --holders "$HOLDERS" --max-positions 7 \
+  --leaderboard-rows "$WALLETS" --weight-per-minute 0
+track_db
+start_track "$FAKE" "$FAKE_WS" --weight-per-minute 1000000 --concurrency 16
+RUST_LOG=info "$BIN" serve --bind "$SERVE" --database-url "$DB" --access-log false 2> "$WORK/serve.log" &
+SERVER=$!
+
+rss() { awk "/$2/ {print int(\$2 / 1024)}" "/proc/$1/status"; }
+echo "| minute | registry | served wallets / positions | last publish: changed, wall ms, CPU ms | track RSS MB | serve RSS MB | serve CPU of the last apply |"
+echo "|---|---|---|---|---|---|---|"
+for minute in $(seq 1 "$MINUTES"); do
+  sleep 60
+  publish=$(grep "published data version" "$WORK/track.log" | tail -n 1 || true)
+  apply=$(grep "serving data version" "$WORK/serve.log" | tail -n 1 || true)
+  python3 - "$minute" "$publish" "$apply" "$(rss $TRACK VmRSS)" "$(rss $SERVER VmRSS)" <<'PY'
+import re, sys
+minute, publish, apply, track_rss, serve_rss = sys.argv[1:]
+def find(pattern, text, default="?"):
+    m = re.search(pattern, text)
+    return m.groups() if m else (default,) * re.compile(pattern).groups
+wallets, changed, positions, registry = find(r"(\d+) wallets \((\d+) changed.*?(\d+) positions; registry (\d+)", publish)
+wall, cpu = find(r"; (\d+) ms, CPU (\S+) ms", publish)
+how, apply_cpu = find(r": (applied \d+ changed|loaded whole).*process CPU (\d+) ms", apply)
+print(f"| {minute} | {registry} | {wallets} / {positions} | {changed}, {wall}, {cpu} | {track_rss} | {serve_rss} | {apply_cpu} ms ({how}) |")
+PY
+done
+echo "track peak RSS: $(rss $TRACK VmHWM) MB; serve peak RSS: $(rss $SERVER VmHWM) MB" >&2
+start2=$(date +%s%N)
+RUST_LOG=info "$BIN" serve --bind "$SERVE2" --database-url "$DB" --access-log false 2> "$WORK/serve2.log" &
+SERVER2=$!
+until curl -sf "http://$SERVE2/healthz" > /dev/null; do sleep 0.05; done
+echo "second serve: ready $(( ($(date +%s%N) - start2) / 1000000 )) ms after start, resident $(rss $SERVER2 VmRSS) MB, peak $(rss $SERVER2 VmHWM) MB" >&2
+grep "serving data version" "$WORK/serve2.log" | tail -n 1 >&2
