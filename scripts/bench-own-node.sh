@@ -2,9 +2,12 @@
 # The whole exchange from an own node: `track` with an own node's budget
 # (`--weight-per-minute 1000000`) against the simulated exchange of
 # tests/fake-exchange grown to WALLETS wallets (HOLDERS of them with 1 to 7
-# positions, about 4 on average; the others hold equity only), every one on
-# the leaderboard and trading, with `serve` beside it on the same SQLite
-# file. Once a minute it prints a markdown row from the two processes' logs
+# positions, about 4 on average; the others empty), every one trading, with
+# `serve` beside it on the same SQLite file. The wallets come to `track` as
+# an operator's own node lists them: a wallet list of every address
+# (`--wallets`; the leaderboard keeps its real size, 30,000 rows: the
+# exchange's document of every wallet would be far over the 256 MiB `track`
+# reads of it). Once a minute it prints a markdown row from the two processes' logs
 # and /proc: the registry, the wallets and positions served, the last
 # publish (wallets changed, wall time, CPU of the publishing thread), and
 # each process's resident memory and the server's CPU to apply the last
@@ -31,9 +34,12 @@ require curl python3
 
 release_workdir
 start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS" --holders "$HOLDERS" --max-positions 7 \
-  --leaderboard-rows "$WALLETS" --weight-per-minute 0
+  --weight-per-minute 0
+# The fake's addresses (tests/fake-exchange: `address(i)`).
+python3 -c "import sys
+for i in range(int(sys.argv[1])): print(f'0x{0x5eed0000 + i:040x}')" "$WALLETS" > "$WORK/wallets.txt"
 track_db
-start_track "$FAKE" "$FAKE_WS" --weight-per-minute 1000000 --concurrency 16
+start_track "$FAKE" "$FAKE_WS" --weight-per-minute 1000000 --concurrency 16 --wallets "$WORK/wallets.txt"
 RUST_LOG=info "$BIN" serve --bind "$SERVE" --database-url "$DB" --access-log false 2> "$WORK/serve.log" &
 SERVER=$!
 

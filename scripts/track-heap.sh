@@ -29,34 +29,39 @@ RUST_LOG=info heaptrack -o "$WORK/heap" "$TRACK_BIN" track --database-url "$DB" 
   --info-url "http://$FAKE/info" --ws-url "ws://$FAKE_WS/ws" \
   --leaderboard-url "http://$FAKE/leaderboard" --weight-per-minute "$WEIGHT" \
   > "$WORK/heaptrack.out" 2>> "$WORK/track.log" &
+HEAPTRACK=$!
 sleep $((MINUTES * 60))
-# The traced process is heaptrack's child.
-pid=$(pgrep -f "market-data-server track --database-url $DB" | head -n 1)
+# The traced process runs the binary itself (heaptrack's wrapper is a shell).
+pid=$(pgrep -f "^$TRACK_BIN track --database-url $DB" | head -n 1)
 rss=$(awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$pid/status")
 hwm=$(awk '/VmHWM/ {print int($2 / 1024)}' "/proc/$pid/status")
 kill -TERM "$pid"
-wait || true
+wait "$HEAPTRACK" || true
 registry=$(sqlite3 "$DB" 'select count(*) from wallet_registry' 2> /dev/null || echo '?')
 served=$(sqlite3 "$DB" 'select wallet_count, position_count from snapshots order by version desc limit 1' 2> /dev/null || echo '?')
 echo "after $MINUTES min: RSS $rss MB (peak $hwm MB, heaptrack's own overhead included); registry $registry entries; served wallets|positions $served"
-heaptrack_print -f "$WORK"/heap.*zst --flamegraph-cost-type peak -F "$WORK/peak.txt" > /dev/null
-python3 - "$WORK/peak.txt" <<'PY'
+KEEP=${KEEP:-/tmp/track-heap}
+mkdir -p "$KEEP"
+cp "$WORK"/heap.* "$KEEP/"
+heaptrack_print -f "$WORK"/heap.*zst --flamegraph-cost-type peak -F "$KEEP/peak.txt" > /dev/null
+echo "heaptrack data and the peak's stacks kept in $KEEP" >&2
+python3 - "$KEEP/peak.txt" <<'PY'
 import re, sys
 from collections import Counter
-ours = re.compile(r"(market_\w+|fake_exchange)::")
+ours = re.compile(r"^(market_\w+|fake_exchange)::")
 by = Counter()
 total = 0
 for line in open(sys.argv[1]):
     stack, _, n = line.rstrip().rpartition(" ")
     n = int(n)
     total += n
-    frames = stack.split(";")
-    owner = next((f for f in reversed(frames) if ours.search(f)), "(outside our crates)")
-    owner = re.sub(r"<.*?>|\(.*?\)|\{\{closure\}\}", "", owner).strip(":")
-    by[owner] += n
+    frames = [re.sub(r"::h[0-9a-f]{16}$", "", f.strip()) for f in stack.split(";")]
+    # The innermost frame of ours (the stack is outermost first).
+    owner = next((f for f in reversed(frames) if ours.search(f)), "(no frame of ours)")
+    by[owner[:110]] += n
 print(f"heap at the peak: {total / 2**20:.0f} MiB")
-print("| allocated in | MiB at the peak | share |")
+print("| allocated in (innermost function of ours) | MiB at the peak | share |")
 print("|---|---|---|")
-for owner, n in by.most_common(15):
+for owner, n in by.most_common(20):
     print(f"| `{owner}` | {n / 2**20:.1f} | {100 * n / total:.0f} % |")
 PY

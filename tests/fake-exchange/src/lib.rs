@@ -475,6 +475,12 @@ impl Exchange {
         let mut world = World::new(dexes, prices);
         for i in 0..cfg.wallets {
             let value = pareto(&mut rng);
+            // Past the holders, a wallet starts empty: no equity, no position.
+            let value = if cfg.holders.is_some_and(|h| i >= h) {
+                0
+            } else {
+                value
+            };
             let mut positions = match cfg.holders {
                 Some(h) if i >= h => Vec::new(),
                 Some(_) => {
@@ -829,8 +835,8 @@ pub struct SimConfig {
     /// HIP-3 dexes besides the main dex (at most 12).
     pub hip3_dexes: usize,
     /// When set, only the first this many wallets start with positions (1
-    /// to `max_positions` each); the others start with equity and none, as
-    /// most addresses of a whole exchange do.
+    /// to `max_positions` each); the others start empty (no equity, no
+    /// position), as most addresses of a whole exchange are.
     pub holders: Option<usize>,
     /// Trades per second.
     pub trades_per_second: u32,

@@ -20,7 +20,7 @@ struct Args {
     #[arg(long, default_value_t = 4)]
     max_positions: usize,
     /// Only the first this many wallets start with positions (1 to
-    /// --max-positions each); the others hold equity only.
+    /// --max-positions each); the others start empty.
     #[arg(long)]
     holders: Option<usize>,
     /// HIP-3 dexes besides the main dex (0–12).
