@@ -55,6 +55,9 @@ const COINS: [(&str, &str, i64); 3] = [
 const DEXES: [&str; 2] = ["", "xyz"];
 /// Wallets the steps choose from.
 const POOL: usize = 5;
+/// The most reads one publish writes (`Publisher::max_reads`): fewer than
+/// the pool, so that publishes leave reads for the next one.
+const MAX_READS: usize = 3;
 /// The first step's time: minutes before a UTC midnight.
 const START: OffsetDateTime = datetime!(2026-11-20 23:50:00 UTC);
 
@@ -134,6 +137,7 @@ struct Paths {
     no_wallet_at_fault: std::sync::atomic::AtomicU32,
     rebased: std::sync::atomic::AtomicU32,
     first_seen_on_a_dex: std::sync::atomic::AtomicU32,
+    reads_left_for_later: std::sync::atomic::AtomicU32,
     events: std::sync::atomic::AtomicU32,
     frozen_days: std::sync::atomic::AtomicU32,
 }
@@ -282,6 +286,8 @@ impl InfoSource for World {
 /// computed at that read and the history behind them.
 #[derive(Clone, Debug)]
 struct Seen {
+    /// The number of the read (reads are numbered in order).
+    read: u64,
     obs: Observed,
     analytics: Option<Analytics>,
     history: (WalletScanState, Vec<TrackedPosition>),
@@ -342,6 +348,10 @@ struct Oracle {
     events: Vec<PositionEvent>,
     /// Events of served wallets marked first observations (their dex newly read).
     first_seen_on_a_dex: std::cell::Cell<u32>,
+    /// Reads numbered as the tracker numbers them.
+    reads: u64,
+    /// Publishes that left reads for the next one (more than `MAX_READS`).
+    reads_left_for_later: std::cell::Cell<u32>,
 }
 
 impl Oracle {
@@ -373,9 +383,11 @@ impl Oracle {
             Some(seen) => seen.published_covered.clone(),
             None => covered_before,
         };
+        self.reads += 1;
         self.pending.insert(
             address.to_owned(),
             Seen {
+                read: self.reads,
                 obs,
                 analytics,
                 history: (state, follow),
@@ -439,10 +451,27 @@ impl Oracle {
         if !applied {
             return;
         }
+        // The oldest MAX_READS reads are tried; the database's refusals
+        // among them wait, and so do the newer reads.
+        let mut by_read: Vec<(u64, String)> = self
+            .pending
+            .iter()
+            .map(|(a, s)| (s.read, a.clone()))
+            .collect();
+        by_read.sort();
+        let tried: BTreeSet<String> = by_read
+            .into_iter()
+            .take(MAX_READS)
+            .map(|(_, a)| a)
+            .collect();
+        if self.pending.len() > MAX_READS {
+            self.reads_left_for_later
+                .set(self.reads_left_for_later.get() + 1);
+        }
         let refused = &self.refused;
         let (waiting, taken): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.pending)
             .into_iter()
-            .partition(|(a, _)| refused.contains(a));
+            .partition(|(a, _)| refused.contains(a) || !tried.contains(a));
         self.pending = waiting;
         let written: Vec<(String, Seen)> = taken
             .iter()
@@ -483,6 +512,8 @@ impl Oracle {
             written.push((
                 address,
                 Seen {
+                    // Served, not pending: no read of the tracker's.
+                    read: 0,
                     obs,
                     analytics,
                     history: (state, follow),
@@ -692,6 +723,7 @@ impl Tracker {
         let mut publisher = Publisher::new(base);
         // A wallet held back is tried again at the next publish.
         publisher.retry_after = Duration::ZERO;
+        publisher.max_reads = MAX_READS;
         Tracker {
             db,
             store,
@@ -964,6 +996,9 @@ fn check(sut: &mut Tracker, oracle: &Oracle, n: usize, paths: &Paths) -> Result<
     if oracle.first_seen_on_a_dex.get() > 0 {
         took(&paths.first_seen_on_a_dex);
     }
+    if oracle.reads_left_for_later.get() > 0 {
+        took(&paths.reads_left_for_later);
+    }
     if !oracle.frozen.is_empty() {
         took(&paths.frozen_days);
     }
@@ -1101,6 +1136,10 @@ fn model(backend: Backend, cases: u32) {
         (
             "a position first seen on a dex newly read",
             &p.first_seen_on_a_dex,
+        ),
+        (
+            "a publish leaving reads for the next",
+            &p.reads_left_for_later,
         ),
         ("position events", &p.events),
         ("days frozen at midnight", &p.frozen_days),

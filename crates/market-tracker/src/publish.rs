@@ -87,6 +87,9 @@ pub struct Publisher {
     /// How long a wallet held back waits before it is tried again; the wait
     /// doubles with each publish it fails, up to an hour.
     pub retry_after: Duration,
+    /// The most reads one publish writes (the oldest first; the others wait
+    /// for the next one).
+    pub max_reads: usize,
     held_back: BTreeMap<String, HeldBack>,
 }
 
@@ -115,6 +118,7 @@ impl Publisher {
         Publisher {
             base,
             retry_after: Duration::minutes(5),
+            max_reads: 25_000,
             held_back: BTreeMap::new(),
         }
     }
@@ -165,14 +169,22 @@ impl Publisher {
             // Reads made from now on (while this publish is written) wait
             // for the next one: none is later than the version's time.
             let before = book.next_read();
-            let wallets = book
+            let mut ready: Vec<(u64, &String)> = book
                 .pending
                 .iter()
                 .filter(|(_, p)| p.read < before)
-                .map(|(a, _)| a)
-                .filter(|a| self.held_back.get(*a).is_none_or(|h| h.until <= input.now))
-                .cloned()
+                .filter(|(a, _)| self.held_back.get(*a).is_none_or(|h| h.until <= input.now))
+                .map(|(a, p)| (p.read, a))
                 .collect();
+            // The oldest reads first, at most `max_reads`: the rest wait for
+            // the next publish (an own node reads a hundred thousand wallets
+            // in its first minute; one transaction of them all would not
+            // fit this process).
+            if ready.len() > self.max_reads {
+                ready.select_nth_unstable(self.max_reads);
+                ready.truncate(self.max_reads);
+            }
+            let wallets = ready.into_iter().map(|(_, a)| a.clone()).collect();
             Selection { wallets, before }
         };
         let error = match self.attempt(store, book, &include, true, input, true) {

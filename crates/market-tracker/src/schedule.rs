@@ -4,7 +4,7 @@
 //! within a lane the earliest due, then the largest, goes first.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::str::FromStr;
 
 use bigdecimal::{BigDecimal, Signed, ToPrimitive};
@@ -249,6 +249,8 @@ pub struct Tracked {
     rank: Reverse<u64>,
     tier: Tier,
     in_flight: bool,
+    /// Changed since it was last saved.
+    unsaved: bool,
 }
 
 impl Tracked {
@@ -262,6 +264,7 @@ impl Tracked {
             rank: Reverse(0),
             tier,
             in_flight: false,
+            unsaved: false,
         }
     }
 }
@@ -315,7 +318,9 @@ pub struct Schedule {
     queues: [BTreeSet<(OffsetDateTime, Reverse<u64>, String)>; LANES],
     /// Stride-scheduling pass per lane: requests taken / share.
     pass: [f64; LANES],
-    unsaved: HashSet<String>,
+    /// Wallets changed since they were last saved (flagged in `wallets`: a
+    /// set of their addresses beside it cost a hundred bytes a wallet).
+    unsaved: usize,
 }
 
 impl Schedule {
@@ -416,7 +421,10 @@ impl Schedule {
         if !t.in_flight {
             Self::enqueue(&mut self.queues, t);
         }
-        self.unsaved.insert(address.to_owned());
+        if !t.unsaved {
+            t.unsaved = true;
+            self.unsaved += 1;
+        }
     }
 
     /// Number of wallets.
@@ -666,17 +674,45 @@ impl Schedule {
 
     /// Entries changed since the last call (to be saved).
     pub fn take_unsaved(&mut self) -> Vec<RegistryEntry> {
-        let unsaved = std::mem::take(&mut self.unsaved);
-        unsaved
-            .iter()
-            .filter_map(|a| self.wallets.get(a).map(|t| t.entry.clone()))
-            .collect()
+        self.take_unsaved_up_to(usize::MAX)
+    }
+
+    /// At most `n` of the entries changed since they were last taken: a
+    /// registry that grew by a million wallets at once (an operator's list)
+    /// is saved over several publishes, each of a bounded size.
+    pub fn take_unsaved_up_to(&mut self, n: usize) -> Vec<RegistryEntry> {
+        let mut out = Vec::new();
+        if self.unsaved == 0 {
+            return out;
+        }
+        for t in self.wallets.values_mut() {
+            if out.len() >= n {
+                break;
+            }
+            if t.unsaved {
+                t.unsaved = false;
+                out.push(t.entry.clone());
+            }
+        }
+        self.unsaved -= out.len();
+        out
+    }
+
+    /// Entries changed and not saved yet.
+    pub fn unsaved_len(&self) -> usize {
+        self.unsaved
     }
 
     /// Puts entries back as unsaved (after a failed save).
     pub fn mark_unsaved(&mut self, entries: &[RegistryEntry]) {
-        self.unsaved
-            .extend(entries.iter().map(|e| e.address.clone()));
+        for e in entries {
+            if let Some(t) = self.wallets.get_mut(&e.address) {
+                if !t.unsaved {
+                    t.unsaved = true;
+                    self.unsaved += 1;
+                }
+            }
+        }
     }
 
     /// The tier of a wallet now.

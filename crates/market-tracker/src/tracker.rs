@@ -130,6 +130,11 @@ pub struct Tracker {
     stop: Arc<AtomicBool>,
 }
 
+/// Registry entries saved at once (with a publish, or on their own): a
+/// registry that grew by a million wallets at once (an operator's wallet
+/// list) is saved over several publishes, each transaction bounded.
+const REGISTRY_PER_SAVE: usize = 25_000;
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -260,8 +265,9 @@ impl Tracker {
             }
             self.main_loop(&fetcher, rx);
         });
-        // After every thread: a read that was in flight at the stop is saved too.
-        self.save_registry();
+        // After every thread: a read that was in flight at the stop is saved
+        // too, and every entry still unsaved, a bounded batch at a time.
+        while self.save_registry() && lock(&self.schedule).unsaved_len() > 0 {}
     }
 
     fn leaderboard_loop(&self, url: &str, tx: Sender<Discovery>) {
@@ -546,13 +552,17 @@ impl Tracker {
         }
     }
 
-    fn save_registry(&self) {
-        let unsaved = lock(&self.schedule).take_unsaved();
+    /// Saves up to [`REGISTRY_PER_SAVE`] changed registry entries; whether
+    /// they were saved.
+    fn save_registry(&self) -> bool {
+        let unsaved = lock(&self.schedule).take_unsaved_up_to(REGISTRY_PER_SAVE);
         if let Err(e) = self.store.save_registry(&unsaved) {
             self.stats.registry_failures.fetch_add(1, Ordering::Relaxed);
             log::warn!("registry not saved (retried): {e}");
             lock(&self.schedule).mark_unsaved(&unsaved);
+            return false;
         }
+        true
     }
 
     fn set_marks(&self, quotes: &[Quote]) {
@@ -598,7 +608,7 @@ impl Tracker {
                     .iter()
                     .map(|t| (registry_class(&t.entry), t.entry.last_read_at)),
             );
-            (schedule.take_unsaved(), freshness)
+            (schedule.take_unsaved_up_to(REGISTRY_PER_SAVE), freshness)
         };
         let input = PublishInput {
             now,
