@@ -277,7 +277,13 @@ impl Book {
             .collect();
         state.read_dexes = Some(covered.into_iter().collect());
         self.states.insert(address.to_owned(), state);
-        self.tracked.insert(address.to_owned(), follow);
+        // A wallet that holds nothing follows nothing: no entry (most
+        // wallets of a whole exchange are empty).
+        if follow.is_empty() {
+            self.tracked.remove(address);
+        } else {
+            self.tracked.insert(address.to_owned(), follow);
+        }
         let input = WalletInput {
             address: address.to_owned(),
             label,

@@ -6,6 +6,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use bigdecimal::{BigDecimal, Signed, ToPrimitive};
 use market_model::Decimal;
@@ -251,12 +252,14 @@ pub struct Tracked {
     in_flight: bool,
     /// Changed since it was last saved.
     unsaved: bool,
+    /// Its address, shared by the registry's key and its queue entries (one
+    /// allocation instead of one each).
+    key: Arc<str>,
 }
 
 impl Tracked {
     fn new(entry: RegistryEntry, due: OffsetDateTime, tier: Tier) -> Self {
         Tracked {
-            entry,
             label: None,
             tags: Vec::new(),
             due,
@@ -265,6 +268,8 @@ impl Tracked {
             tier,
             in_flight: false,
             unsaved: false,
+            key: Arc::from(entry.address.as_str()),
+            entry,
         }
     }
 }
@@ -307,15 +312,18 @@ pub enum Discovery {
     },
 }
 
+/// One lane's wallets by (due time, larger exposure first, address).
+type Queue = BTreeSet<(OffsetDateTime, Reverse<u64>, Arc<str>)>;
+
 /// The registry in memory: every wallet, its tier and due time, and which
 /// entries changed since they were last saved.
 #[derive(Debug, Default)]
 pub struct Schedule {
     cfg: Intervals,
-    wallets: HashMap<String, Tracked>,
+    wallets: HashMap<Arc<str>, Tracked>,
     /// Per lane, the wallets by due time, larger first: the tiers by refresh
     /// due, the sweep lane by sweep due.
-    queues: [BTreeSet<(OffsetDateTime, Reverse<u64>, String)>; LANES],
+    queues: [Queue; LANES],
     /// Stride-scheduling pass per lane: requests taken / share.
     pass: [f64; LANES],
     /// Wallets changed since they were last saved (flagged in `wallets`: a
@@ -381,28 +389,20 @@ impl Schedule {
         t.rank = rank_of(&t.entry);
         t.sweep_due = sweep_due(&t.entry, t.tier, &self.cfg);
         Self::enqueue(&mut self.queues, &t);
-        self.wallets.insert(t.entry.address.clone(), t);
+        self.wallets.insert(t.key.clone(), t);
     }
 
-    fn enqueue(
-        queues: &mut [BTreeSet<(OffsetDateTime, Reverse<u64>, String)>; LANES],
-        t: &Tracked,
-    ) {
-        let address = &t.entry.address;
-        queues[t.tier as usize].insert((t.due, t.rank, address.clone()));
+    fn enqueue(queues: &mut [Queue; LANES], t: &Tracked) {
+        queues[t.tier as usize].insert((t.due, t.rank, t.key.clone()));
         if let Some(s) = t.sweep_due {
-            queues[SWEEP].insert((s, t.rank, address.clone()));
+            queues[SWEEP].insert((s, t.rank, t.key.clone()));
         }
     }
 
-    fn dequeue(
-        queues: &mut [BTreeSet<(OffsetDateTime, Reverse<u64>, String)>; LANES],
-        t: &Tracked,
-    ) {
-        let address = &t.entry.address;
-        queues[t.tier as usize].remove(&(t.due, t.rank, address.clone()));
+    fn dequeue(queues: &mut [Queue; LANES], t: &Tracked) {
+        queues[t.tier as usize].remove(&(t.due, t.rank, t.key.clone()));
         if let Some(s) = t.sweep_due {
-            queues[SWEEP].remove(&(s, t.rank, address.clone()));
+            queues[SWEEP].remove(&(s, t.rank, t.key.clone()));
         }
     }
 
@@ -498,7 +498,7 @@ impl Schedule {
                 address, source, ..
             } => (address.clone(), *source),
         };
-        let new = !self.wallets.contains_key(&address);
+        let new = !self.wallets.contains_key(address.as_str());
         if new {
             self.insert(Tracked::new(
                 RegistryEntry::new(address.clone(), source, now),
@@ -582,7 +582,7 @@ impl Schedule {
             .expect("the lane has a due wallet");
         let t = self
             .wallets
-            .get_mut(&address)
+            .get_mut(&*address)
             .expect("queued wallets exist");
         Self::dequeue(&mut self.queues, t);
         t.in_flight = true;
@@ -601,7 +601,7 @@ impl Schedule {
             self.pass[lane] += read.len().max(1) as f64 / share;
         }
         Some(ReadJob {
-            address,
+            address: address.to_string(),
             dexes: read,
             sweep,
             tier: t.tier,
@@ -706,7 +706,7 @@ impl Schedule {
     /// Puts entries back as unsaved (after a failed save).
     pub fn mark_unsaved(&mut self, entries: &[RegistryEntry]) {
         for e in entries {
-            if let Some(t) = self.wallets.get_mut(&e.address) {
+            if let Some(t) = self.wallets.get_mut(e.address.as_str()) {
                 if !t.unsaved {
                     t.unsaved = true;
                     self.unsaved += 1;

@@ -150,7 +150,7 @@ pub enum TrackError {
 impl Tracker {
     /// Restores the registry and the last published state from `store`.
     pub fn new(
-        cfg: TrackConfig,
+        mut cfg: TrackConfig,
         store: Store,
         source: Box<dyn InfoSource + Send>,
         stop: Arc<AtomicBool>,
@@ -159,8 +159,10 @@ impl Tracker {
         let entries = store.registry()?;
         log::info!("registry: {} wallets", entries.len());
         let mut schedule = Schedule::new(cfg.intervals.clone(), entries, now);
-        for w in &cfg.wallets {
-            schedule.add_listed(&w.address, w.label.clone(), w.tags.clone(), now);
+        // The list lives on in the registry (labels and tags included): a
+        // copy of a million entries kept beside it would cost 100 MB.
+        for w in std::mem::take(&mut cfg.wallets) {
+            schedule.add_listed(&w.address, w.label, w.tags, now);
         }
         let (book, base) = Book::restore(&store)?;
         // Reads saved in the registry but not published (lost with a kill -9
