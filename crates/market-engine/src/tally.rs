@@ -285,11 +285,14 @@ impl MarketTally {
             .map(|((side, price), b)| {
                 let first = &b.members[0];
                 let last = &b.members[b.members.len() - 1];
-                // Equal prices keep the first met (the lower address).
+                // Equal prices keep the first met (the lower address): the
+                // first of the last run, found from the end.
                 let max = b
                     .members
                     .iter()
-                    .find(|m| m.liq.cmp_value(&last.liq).is_eq())
+                    .rev()
+                    .take_while(|m| m.liq.cmp_value(&last.liq).is_eq())
+                    .last()
                     .expect("the last member is one");
                 Level {
                     side: side_of(*side),

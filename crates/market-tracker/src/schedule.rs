@@ -4,7 +4,7 @@
 //! within a lane the earliest due, then the largest, goes first.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -326,9 +326,10 @@ pub struct Schedule {
     queues: [Queue; LANES],
     /// Stride-scheduling pass per lane: requests taken / share.
     pass: [f64; LANES],
-    /// Wallets changed since they were last saved (flagged in `wallets`: a
-    /// set of their addresses beside it cost a hundred bytes a wallet).
-    unsaved: usize,
+    /// Wallets changed since they were last saved, in the order they
+    /// changed (each once: the flag in `wallets` says whether it is here).
+    /// Taking them is then a pop, not a pass over a million wallets.
+    unsaved: VecDeque<Arc<str>>,
 }
 
 impl Schedule {
@@ -423,7 +424,7 @@ impl Schedule {
         }
         if !t.unsaved {
             t.unsaved = true;
-            self.unsaved += 1;
+            self.unsaved.push_back(t.key.clone());
         }
     }
 
@@ -681,26 +682,20 @@ impl Schedule {
     /// registry that grew by a million wallets at once (an operator's list)
     /// is saved over several publishes, each of a bounded size.
     pub fn take_unsaved_up_to(&mut self, n: usize) -> Vec<RegistryEntry> {
-        let mut out = Vec::new();
-        if self.unsaved == 0 {
-            return out;
-        }
-        for t in self.wallets.values_mut() {
-            if out.len() >= n {
-                break;
-            }
-            if t.unsaved {
+        let n = n.min(self.unsaved.len());
+        let mut out = Vec::with_capacity(n);
+        for key in self.unsaved.drain(..n) {
+            if let Some(t) = self.wallets.get_mut(&*key) {
                 t.unsaved = false;
                 out.push(t.entry.clone());
             }
         }
-        self.unsaved -= out.len();
         out
     }
 
     /// Entries changed and not saved yet.
     pub fn unsaved_len(&self) -> usize {
-        self.unsaved
+        self.unsaved.len()
     }
 
     /// Puts entries back as unsaved (after a failed save).
@@ -709,7 +704,7 @@ impl Schedule {
             if let Some(t) = self.wallets.get_mut(e.address.as_str()) {
                 if !t.unsaved {
                     t.unsaved = true;
-                    self.unsaved += 1;
+                    self.unsaved.push_back(t.key.clone());
                 }
             }
         }
