@@ -26,4 +26,4 @@ pub use compact::CompactDecimal;
 pub use position::{PositionKeys, Size};
 pub use sort_key::SortKey;
 pub use tally::{NotAdded, Rendered, Tally, Unquoted};
-pub use version::{DataVersion, VersionChanges};
+pub use version::{DataVersion, MarketFigures, VersionChanges};

@@ -54,3 +54,47 @@ pub struct VersionChanges {
     /// Addresses of wallets that are no longer served.
     pub removed: Vec<String>,
 }
+
+/// What both shapes carry whole for every market: a version's row, its
+/// markets (with their cohorts) and its current levels are written from it,
+/// whichever shape a writer has.
+pub trait MarketFigures {
+    /// When the version was observed.
+    fn observed_at(&self) -> OffsetDateTime;
+    /// Every market, by symbol.
+    fn markets(&self) -> &[Market];
+    /// The size-class cohorts of every market.
+    fn cohorts(&self) -> &[MarketCohorts];
+    /// The `current` liquidity day of every market.
+    fn current_days(&self) -> &[LiquidityDay];
+}
+
+impl<P> MarketFigures for DataVersion<P> {
+    fn observed_at(&self) -> OffsetDateTime {
+        self.observed_at
+    }
+    fn markets(&self) -> &[Market] {
+        &self.markets
+    }
+    fn cohorts(&self) -> &[MarketCohorts] {
+        &self.cohorts
+    }
+    fn current_days(&self) -> &[LiquidityDay] {
+        &self.current_days
+    }
+}
+
+impl MarketFigures for VersionChanges {
+    fn observed_at(&self) -> OffsetDateTime {
+        self.observed_at
+    }
+    fn markets(&self) -> &[Market] {
+        &self.markets
+    }
+    fn cohorts(&self) -> &[MarketCohorts] {
+        &self.cohorts
+    }
+    fn current_days(&self) -> &[LiquidityDay] {
+        &self.current_days
+    }
+}

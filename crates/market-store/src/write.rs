@@ -8,10 +8,8 @@
 //! pruning ([`prune_before`]).
 
 use diesel::prelude::*;
-use market_engine::{DataVersion, VersionChanges};
-use market_model::{
-    Candle, Interval, LiquidityDay, Market, MarketCohorts, MarketPosition, Wallet, WalletFreshness,
-};
+use market_engine::{DataVersion, MarketFigures, VersionChanges};
+use market_model::{Candle, Interval, LiquidityDay, MarketPosition, Wallet, WalletFreshness};
 use time::OffsetDateTime;
 
 use crate::history::{self, HistoryWrite};
@@ -259,19 +257,8 @@ impl Store {
         }
         let c = p.changes;
         write_days_and_candles(conn, p.frozen_days, p.candles, progress)?;
-        let version = insert_version(
-            conn,
-            &VersionHeader {
-                source: p.source,
-                observed_at: c.observed_at,
-                markets: &c.markets,
-                cohorts: &c.cohorts,
-                current_days: &c.current_days,
-                wallet_count: p.wallet_count,
-                position_count: p.position_count,
-            },
-            progress,
-        )?;
+        let counts = (p.wallet_count, p.position_count);
+        let version = insert_version(conn, p.source, c, counts, progress)?;
         // Recorded against the rows still open: the previous observation.
         crate::history::record(
             conn,
@@ -350,19 +337,8 @@ pub(crate) fn insert_snapshot(
     progress: Progress<'_>,
 ) -> Result<i64, StoreError> {
     let v = snap.version;
-    let version = insert_version(
-        conn,
-        &VersionHeader {
-            source: snap.source,
-            observed_at: v.observed_at,
-            markets: &v.markets,
-            cohorts: &v.cohorts,
-            current_days: &v.current_days,
-            wallet_count: v.wallets.len(),
-            position_count: v.positions.len(),
-        },
-        progress,
-    )?;
+    let counts = (v.wallets.len(), v.positions.len());
+    let version = insert_version(conn, snap.source, v, counts, progress)?;
     // Recorded against the rows still open: the previous observation.
     history::record(
         conn,
@@ -389,17 +365,6 @@ pub(crate) fn insert_snapshot(
     Ok(version)
 }
 
-/// What every version writes whole: its row, its markets and its current levels.
-pub(crate) struct VersionHeader<'a> {
-    pub source: &'a str,
-    pub observed_at: OffsetDateTime,
-    pub markets: &'a [Market],
-    pub cohorts: &'a [MarketCohorts],
-    pub current_days: &'a [LiquidityDay],
-    pub wallet_count: usize,
-    pub position_count: usize,
-}
-
 /// The newest version number, read inside the caller's transaction after
 /// locking out every other version writer until it ends. On PostgreSQL (READ
 /// COMMITTED) a writer could otherwise number its version after one another
@@ -421,25 +386,27 @@ pub(crate) fn latest_version(conn: &mut DbConnection) -> Result<Option<i64>, Sto
 /// current levels; returns the version.
 pub(crate) fn insert_version(
     conn: &mut DbConnection,
-    head: &VersionHeader<'_>,
+    source: &str,
+    head: &impl MarketFigures,
+    (wallet_count, position_count): (usize, usize),
     progress: Progress<'_>,
 ) -> Result<i64, StoreError> {
     let version = latest_version(conn)?.unwrap_or(0) + 1;
     diesel::insert_into(snapshots::table)
         .values(NewSnapshot {
             version,
-            source: head.source,
-            observed_at: to_db_time(head.observed_at),
+            source,
+            observed_at: to_db_time(head.observed_at()),
             created_at: to_db_time(OffsetDateTime::now_utc()),
-            asset_count: head.markets.len() as i64,
-            wallet_count: head.wallet_count as i64,
-            position_count: head.position_count as i64,
+            asset_count: head.markets().len() as i64,
+            wallet_count: wallet_count as i64,
+            position_count: position_count as i64,
         })
         .execute(conn)?;
-    let market_rows = market_rows(version, head.markets, head.cohorts, head.current_days);
+    let market_rows = market_rows(version, head.markets(), head.cohorts(), head.current_days());
     insert_chunked!(conn, markets::table, &market_rows, "markets", progress);
     let level_rows: Vec<CurrentLevelRow> = head
-        .current_days
+        .current_days()
         .iter()
         .flat_map(|d| current_level_rows(version, d))
         .collect();
