@@ -211,15 +211,13 @@ fn write_dataset(store: &Store) -> i64 {
             &DatasetWrite {
                 snapshot: SnapshotWrite {
                     source: "test",
-                    version: &DataVersion {
-                        observed_at: datetime!(2026-11-22 01:02:03 UTC),
-                        markets: markets.to_vec(),
-                        cohorts: vec![],
-                        wallets: wallets.to_vec(),
-                        positions: positions.to_vec(),
-                        current_days: current.to_vec(),
-                        freshness: None,
-                    },
+                    version: &version_of(
+                        datetime!(2026-11-22 01:02:03 UTC),
+                        &markets,
+                        &wallets,
+                        &positions,
+                        &current,
+                    ),
                 },
                 history_days: &history,
                 history: Default::default(),
@@ -390,15 +388,13 @@ fn positions_load_whole_across_the_split_reads() {
             .write_snapshot(
                 &SnapshotWrite {
                     source: "test",
-                    version: &DataVersion {
-                        observed_at: datetime!(2026-11-22 01:02:03 UTC),
-                        markets: markets.to_vec(),
-                        cohorts: vec![],
-                        wallets: wallets.to_vec(),
-                        positions: positions.to_vec(),
-                        current_days: vec![],
-                        freshness: None,
-                    },
+                    version: &version_of(
+                        datetime!(2026-11-22 01:02:03 UTC),
+                        &markets,
+                        &wallets,
+                        &positions,
+                        &[],
+                    ),
                 },
                 &mut |_, _, _| {},
             )
@@ -452,15 +448,13 @@ fn positions_read_for_serving_render_like_the_models() {
             .write_snapshot(
                 &SnapshotWrite {
                     source: "test",
-                    version: &DataVersion {
-                        observed_at: datetime!(2026-11-22 01:02:03 UTC),
-                        markets: markets.to_vec(),
-                        cohorts: vec![],
-                        wallets: wallets.to_vec(),
-                        positions: positions.to_vec(),
-                        current_days: vec![],
-                        freshness: None,
-                    },
+                    version: &version_of(
+                        datetime!(2026-11-22 01:02:03 UTC),
+                        &markets,
+                        &wallets,
+                        &positions,
+                        &[],
+                    ),
                 },
                 &mut |_, _, _| {},
             )
@@ -554,15 +548,13 @@ fn incremental_publishes_read_back_as_whole_versions() {
             .write_snapshot(
                 &SnapshotWrite {
                     source: "test",
-                    version: &DataVersion {
-                        observed_at: datetime!(2026-11-22 01:00:00 UTC),
-                        markets: markets.to_vec(),
-                        cohorts: vec![],
-                        wallets: wallets.to_vec(),
-                        positions: positions.to_vec(),
-                        current_days: vec![],
-                        freshness: None,
-                    },
+                    version: &version_of(
+                        datetime!(2026-11-22 01:00:00 UTC),
+                        &markets,
+                        &wallets,
+                        &positions,
+                        &[],
+                    ),
                 },
                 &mut |_, _, _| {},
             )
@@ -854,6 +846,25 @@ fn batch_sizes_follow_the_schema() {
     assert_eq!(crate::columns_of::<wallet_registry::table>(), 13);
 }
 
+/// A whole version of these rows (no cohorts, freshness derived).
+fn version_of(
+    observed_at: time::OffsetDateTime,
+    markets: &[Market],
+    wallets: &[Wallet],
+    positions: &[MarketPosition],
+    current_days: &[LiquidityDay],
+) -> DataVersion {
+    DataVersion {
+        observed_at,
+        markets: markets.to_vec(),
+        cohorts: vec![],
+        wallets: wallets.to_vec(),
+        positions: positions.to_vec(),
+        current_days: current_days.to_vec(),
+        freshness: None,
+    }
+}
+
 /// Writes one full version of `positions` (wallets 0xaa and 0xbb) at `at`.
 fn write_at(store: &Store, at: time::OffsetDateTime, positions: &[MarketPosition]) -> i64 {
     let markets = [market("BTC", "100"), market("ETH", "10")];
@@ -862,15 +873,7 @@ fn write_at(store: &Store, at: time::OffsetDateTime, positions: &[MarketPosition
         .write_snapshot(
             &SnapshotWrite {
                 source: "test",
-                version: &DataVersion {
-                    observed_at: at,
-                    markets: markets.to_vec(),
-                    cohorts: vec![],
-                    wallets: wallets.to_vec(),
-                    positions: positions.to_vec(),
-                    current_days: vec![],
-                    freshness: None,
-                },
+                version: &version_of(at, &markets, &wallets, positions, &[]),
             },
             &mut |_, _, _| {},
         )

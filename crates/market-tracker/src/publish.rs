@@ -14,7 +14,9 @@ use std::sync::Mutex;
 
 use market_engine::days::frozen_days;
 use market_engine::{materialize_wallet, AggregateError, Quote, Tally, VersionChanges};
-use market_model::{Candle, Interval, LiquidityDay, MarketPosition, WalletFreshness, NETWORK_ID};
+use market_model::{
+    Candle, Interval, LiquidityDay, MarketPosition, Wallet, WalletFreshness, NETWORK_ID,
+};
 use market_store::{
     CandleBatch, PublishWrite, RegistryEntry, Store, StoreError, TrackedPosition, WalletScanState,
 };
@@ -461,6 +463,45 @@ fn served_positions(w: &LiveWallet, quoted: &impl Fn(&str) -> bool) -> Vec<Marke
         .collect()
 }
 
+/// A served wallet materialized and added to `tally`, with its served
+/// positions.
+fn tally_wallet(
+    tally: &mut Tally,
+    w: &LiveWallet,
+    quoted: &impl Fn(&str) -> bool,
+) -> Result<(Wallet, Vec<MarketPosition>), AggregateError> {
+    let mut served = served_positions(w, quoted);
+    let wallet = materialize_wallet(w.input.clone(), &mut served, quoted)?;
+    tally
+        .add(&wallet.address, &wallet.account_total_value.0, &served)
+        .map_err(|u| AggregateError::UnknownAsset {
+            address: u.address,
+            symbol: u.symbol,
+        })?;
+    Ok((wallet, served))
+}
+
+/// The changes of a version whose aggregates `tally` holds.
+fn changes_of(
+    tally: &Tally,
+    input: &PublishInput,
+    wallets: Vec<Wallet>,
+    positions: Vec<MarketPosition>,
+    removed: Vec<String>,
+) -> VersionChanges {
+    let rendered = tally.render(NETWORK_ID, input.now, input.freshness.clone());
+    VersionChanges {
+        observed_at: input.now,
+        markets: rendered.markets,
+        current_days: rendered.current_days,
+        cohorts: rendered.cohorts,
+        coverage: rendered.coverage,
+        wallets,
+        positions,
+        removed,
+    }
+}
+
 /// The changes over a base with a tally of the same markets: each wallet
 /// read is taken out as the base served it and put in as it is now. `None`
 /// when the tally does not hold a wallet as the base served it (a bug: the
@@ -497,31 +538,14 @@ fn incremental(
             }
         }
         if latest.served(&quoted) {
-            let mut served = served_positions(latest, &quoted);
-            let wallet = materialize_wallet(latest.input.clone(), &mut served, quoted)?;
-            tally
-                .add(a, &wallet.account_total_value.0, &served)
-                .map_err(|u| AggregateError::UnknownAsset {
-                    address: u.address,
-                    symbol: u.symbol,
-                })?;
+            let (wallet, served) = tally_wallet(&mut tally, latest, &quoted)?;
             wallets.push(wallet);
             positions.extend(served);
         } else if was_served {
             removed.push(a.clone());
         }
     }
-    let rendered = tally.render(NETWORK_ID, input.now, input.freshness.clone());
-    let changes = VersionChanges {
-        observed_at: input.now,
-        markets: rendered.markets,
-        current_days: rendered.current_days,
-        cohorts: rendered.cohorts,
-        coverage: rendered.coverage,
-        wallets,
-        positions,
-        removed,
-    };
+    let changes = changes_of(&tally, input, wallets, positions, removed);
     Ok(Some((changes, tally)))
 }
 
@@ -549,14 +573,7 @@ fn whole(
         let changed = include.contains(a)
             || !base.served.contains(a)
             || w.positions.iter().any(|p| moved(&p.symbol));
-        let mut held = served_positions(w, &quoted);
-        let wallet = materialize_wallet(w.input.clone(), &mut held, quoted)?;
-        tally
-            .add(a, &wallet.account_total_value.0, &held)
-            .map_err(|u| AggregateError::UnknownAsset {
-                address: u.address,
-                symbol: u.symbol,
-            })?;
+        let (wallet, held) = tally_wallet(&mut tally, w, &quoted)?;
         served.insert(a);
         if changed {
             wallets.push(wallet);
@@ -570,17 +587,7 @@ fn whole(
         .filter(|a| !served.contains(a.as_str()))
         .cloned()
         .collect();
-    let rendered = tally.render(NETWORK_ID, input.now, input.freshness.clone());
-    let changes = VersionChanges {
-        observed_at: input.now,
-        markets: rendered.markets,
-        current_days: rendered.current_days,
-        cohorts: rendered.cohorts,
-        coverage: rendered.coverage,
-        wallets,
-        positions,
-        removed,
-    };
+    let changes = changes_of(&tally, input, wallets, positions, removed);
     Ok((changes, tally))
 }
 
