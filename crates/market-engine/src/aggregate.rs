@@ -11,6 +11,7 @@ use market_model::{
 use time::{Date, OffsetDateTime};
 
 use crate::buckets::{bucket_index, bucket_of_index, bucket_price, bucket_size_for_price};
+use crate::compact::CompactDecimal;
 use crate::fixed::{Fixed, Sum};
 use crate::version::DataVersion;
 
@@ -138,27 +139,8 @@ pub fn change_pct(now: &BigDecimal, prev: &BigDecimal) -> Decimal {
 
 /// Size class of an account value.
 pub fn size_class(account_value: &BigDecimal) -> SizeClass {
-    if let Some(account) = Fixed::from_big(account_value) {
-        let at_least = |min: i64| {
-            account
-                .try_cmp(Fixed {
-                    mantissa: min.into(),
-                    scale: 0,
-                })
-                .map(|o| o.is_ge())
-        };
-        if let (Some(whale), Some(shark)) = (
-            at_least(SizeClass::WHALE_MIN_USD),
-            at_least(SizeClass::SHARK_MIN_USD),
-        ) {
-            return if whale {
-                SizeClass::Whale
-            } else if shark {
-                SizeClass::Shark
-            } else {
-                SizeClass::Shrimp
-            };
-        }
+    if let Some(class) = Fixed::from_big(account_value).and_then(class_of_fixed) {
+        return class;
     }
     if account_value >= &BigDecimal::from(SizeClass::WHALE_MIN_USD) {
         SizeClass::Whale
@@ -167,6 +149,38 @@ pub fn size_class(account_value: &BigDecimal) -> SizeClass {
     } else {
         SizeClass::Shrimp
     }
+}
+
+/// [`size_class`] of a compact value, without a `BigDecimal` when it fits
+/// (the tracker classes every registry entry at each publish).
+pub fn compact_size_class(account_value: &CompactDecimal) -> SizeClass {
+    account_value
+        .fixed()
+        .and_then(class_of_fixed)
+        .unwrap_or_else(|| size_class(&account_value.to_big()))
+}
+
+/// The size class of a fixed-point value, when the comparisons fit.
+fn class_of_fixed(account: Fixed) -> Option<SizeClass> {
+    let at_least = |min: i64| {
+        account
+            .try_cmp(Fixed {
+                mantissa: min.into(),
+                scale: 0,
+            })
+            .map(|o| o.is_ge())
+    };
+    let (whale, shark) = (
+        at_least(SizeClass::WHALE_MIN_USD)?,
+        at_least(SizeClass::SHARK_MIN_USD)?,
+    );
+    Some(if whale {
+        SizeClass::Whale
+    } else if shark {
+        SizeClass::Shark
+    } else {
+        SizeClass::Shrimp
+    })
 }
 
 /// Effective leverage `total / account`, 2 decimals half-up; 0 when account ≤ 0.

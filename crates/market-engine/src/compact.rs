@@ -57,6 +57,16 @@ impl CompactDecimal {
         Decimal(self.to_big())
     }
 
+    /// Its value as a float, for estimates that are never stored or served
+    /// (the tracker's scheduling by size).
+    pub fn to_f64(&self) -> f64 {
+        use bigdecimal::ToPrimitive;
+        match &self.0 {
+            Repr::Small { mantissa, scale } => *mantissa as f64 / 10f64.powi((*scale).into()),
+            Repr::Big(b) => b.to_f64().unwrap_or(0.0),
+        }
+    }
+
     /// Numeric comparison (`1.0` equals `1`).
     pub fn cmp_value(&self, other: &CompactDecimal) -> Ordering {
         match (self.fixed(), other.fixed()) {

@@ -5,6 +5,7 @@ pub mod discovery;
 pub mod held;
 pub mod live;
 pub mod publish;
+pub mod registry;
 pub mod schedule;
 pub mod tracker;
 pub mod ws;

@@ -76,6 +76,15 @@ impl LiveWallet {
             || self.positions.iter().any(|p| symbols(&p.symbol))
     }
 
+    /// Whether it holds nothing the book must keep: no equity, no position,
+    /// nothing carried from read to read (KOL links).
+    pub fn holds_nothing(&self) -> bool {
+        self.input.account_value.0 <= BigDecimal::zero()
+            && self.positions.is_empty()
+            && self.input.kols.is_empty()
+            && self.input.kol_profile.is_none()
+    }
+
     /// Its positions as model structs.
     pub fn model_positions(&self) -> impl Iterator<Item = MarketPosition> + '_ {
         self.positions
@@ -117,7 +126,8 @@ pub(crate) struct Written {
 /// The tracker's memory of every wallet it has read.
 #[derive(Debug, Default)]
 pub struct Book {
-    /// The latest observation of every wallet read (empty ones included).
+    /// The latest observation of every wallet read, but the ones that held
+    /// nothing when published (see [`LiveWallet::holds_nothing`]).
     pub(crate) wallets: HashMap<String, LiveWallet>,
     /// The analytics history of every wallet read.
     pub(crate) states: HashMap<String, WalletScanState>,
@@ -364,6 +374,12 @@ impl Book {
             match self.pending.get_mut(&w.address) {
                 Some(p) if p.read == w.read => {
                     self.pending.remove(&w.address);
+                    // Most wallets of a whole exchange hold nothing: the book
+                    // lets go of them once published (their scan state stays,
+                    // and a read of them starts from nothing, as it would).
+                    if w.wallet.holds_nothing() {
+                        self.wallets.remove(&w.address);
+                    }
                 }
                 Some(p) => {
                     p.published = Some(w.wallet);

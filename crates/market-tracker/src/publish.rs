@@ -405,7 +405,10 @@ impl Changes {
                 continue;
             };
             let covered = book.covered(a);
-            if pending.published.is_some() {
+            // Observed before (its published copy, or its scan state when the
+            // book let go of a wallet that held nothing): a position on a dex
+            // read for the first time is a first observation, not an opening.
+            if !pending.published_covered.is_empty() {
                 let new: Vec<String> = covered
                     .difference(&pending.published_covered)
                     .cloned()

@@ -4,14 +4,18 @@
 //! within a lane the earliest due, then the largest, goes first.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+use std::hash::{BuildHasher, RandomState};
 use std::str::FromStr;
-use std::sync::Arc;
 
-use bigdecimal::{BigDecimal, Signed, ToPrimitive};
+use bigdecimal::{BigDecimal, Signed};
+use hashbrown::HashTable;
+use market_engine::CompactDecimal;
 use market_model::Decimal;
 use market_store::{DiscoverySource, RegistryEntry};
 use time::{Duration, OffsetDateTime};
+
+use crate::registry::{usd, Entry, Moment};
 
 /// Refresh tiers, from the most to the least valuable. While several tiers
 /// have due wallets each gets its share of the requests
@@ -132,14 +136,10 @@ impl Default for Intervals {
     }
 }
 
-fn usd(d: &Decimal) -> f64 {
-    d.0.to_f64().unwrap_or(0.0)
-}
-
 /// The tier of an entry: by what its last read showed, else by the best
 /// estimate of its size (leaderboard account value, traded notional).
-pub fn tier_of(e: &RegistryEntry, cfg: &Intervals) -> Tier {
-    if e.empty_reads >= cfg.demote_after && !e.traded_notional.0.is_positive() {
+pub fn tier_of(e: &Entry, cfg: &Intervals) -> Tier {
+    if e.empty_reads >= cfg.demote_after && usd(&e.traded_notional) <= 0.0 {
         return Tier::Demoted;
     }
     let exposure = exposure_of(e);
@@ -157,7 +157,7 @@ pub fn tier_of(e: &RegistryEntry, cfg: &Intervals) -> Tier {
 /// The best estimate of a wallet's size, USD. Until a read has covered
 /// every dex (a sweep), a read may have missed the equity it holds on HIP-3
 /// dexes, so the leaderboard's value counts when it is larger.
-fn exposure_of(e: &RegistryEntry) -> f64 {
+fn exposure_of(e: &Entry) -> f64 {
     let leaderboard = e.leaderboard_value.as_ref().map_or(0.0, usd);
     let exposure = if e.last_read_at.is_some() {
         let read = read_value(e);
@@ -175,7 +175,7 @@ fn exposure_of(e: &RegistryEntry) -> f64 {
 
 /// What the last read saw of a wallet: the larger of its account value and
 /// its open position value, USD.
-fn read_value(e: &RegistryEntry) -> f64 {
+fn read_value(e: &Entry) -> f64 {
     let account = e.account_value.as_ref().map_or(0.0, usd);
     let positions = e.position_value.as_ref().map_or(0.0, usd);
     account.max(positions)
@@ -184,7 +184,7 @@ fn read_value(e: &RegistryEntry) -> f64 {
 /// Whether a wallet never swept read well below its leaderboard value (less
 /// than [`BELOW_LEADERBOARD`] of it): its missing equity is likely on a dex
 /// its reads skip, so it is swept at once.
-fn short_of_leaderboard(e: &RegistryEntry) -> bool {
+fn short_of_leaderboard(e: &Entry) -> bool {
     let leaderboard = e.leaderboard_value.as_ref().map_or(0.0, usd);
     e.last_sweep_at.is_none()
         && e.last_read_at.is_some()
@@ -202,24 +202,26 @@ pub const UNPUBLISHED_SLACK: Duration = Duration::seconds(10);
 /// since that read, as soon as [`Intervals::min_gap`] allows. A restart
 /// schedules every wallet by it, and a discovery that changes a wallet's
 /// tier reschedules it by it, so the two agree.
-fn due_from(e: &RegistryEntry, tier: Tier, cfg: &Intervals, now: OffsetDateTime) -> OffsetDateTime {
+fn due_from(e: &Entry, tier: Tier, cfg: &Intervals, now: OffsetDateTime) -> OffsetDateTime {
+    let refresh = cfg.refresh[tier as usize];
     match (e.last_read_at, e.last_trade_at) {
         (None, _) => now,
         (Some(read), Some(trade)) if trade >= read => {
-            (read + cfg.refresh[tier as usize]).min((read + cfg.min_gap).max(now))
+            let read = read.at();
+            (read + refresh).min((read + cfg.min_gap).max(now))
         }
-        (Some(read), _) => read + cfg.refresh[tier as usize],
+        (Some(read), _) => read.at() + refresh,
     }
 }
 
-fn rank_of(e: &RegistryEntry) -> Reverse<u64> {
+fn rank_of(e: &Entry) -> Reverse<u64> {
     Reverse(exposure_of(e) as u64)
 }
 
 /// When a wallet's next sweep is due, or `None` for a demoted wallet (each of
 /// its reads is a sweep). The interval shrinks with the wallet's exposure
 /// ([`Intervals::sweep_per_million`]).
-fn sweep_due(e: &RegistryEntry, tier: Tier, cfg: &Intervals) -> Option<OffsetDateTime> {
+fn sweep_due(e: &Entry, tier: Tier, cfg: &Intervals) -> Option<Moment> {
     let longest = cfg.sweep[tier as usize];
     if longest.is_zero() {
         return None;
@@ -230,21 +232,31 @@ fn sweep_due(e: &RegistryEntry, tier: Tier, cfg: &Intervals) -> Option<OffsetDat
     let scaled = cfg.sweep_per_million.as_seconds_f64() * 1_000_000.0 / exposure_of(e).max(1.0);
     let interval =
         Duration::seconds_f64(scaled.min(longest.as_seconds_f64())).max(cfg.min_sweep.min(longest));
-    Some(e.last_sweep_at.unwrap_or(e.first_seen_at) + interval)
+    Some(Moment::of(
+        e.last_sweep_at.unwrap_or(e.first_seen_at).at() + interval,
+    ))
+}
+
+/// The label and tags the operator's wallet list gives a wallet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Listing {
+    label: Option<String>,
+    tags: Vec<String>,
 }
 
 /// One wallet of the registry.
 #[derive(Clone, Debug)]
 pub struct Tracked {
-    /// What is persisted.
-    pub entry: RegistryEntry,
-    /// Label from the wallet list (authoritative).
-    pub label: Option<String>,
-    /// Tags from the wallet list (authoritative).
-    pub tags: Vec<String>,
-    due: OffsetDateTime,
+    /// Its address (lowercase `0x`).
+    pub address: Box<str>,
+    /// What is persisted, compactly ([`Entry::to_entry`] gives it back).
+    pub entry: Entry,
+    /// Label and tags from the wallet list (authoritative); boxed, as most
+    /// wallets have none.
+    listing: Option<Box<Listing>>,
+    due: Moment,
     /// When its next sweep is due (`None`: every read is a sweep).
-    sweep_due: Option<OffsetDateTime>,
+    sweep_due: Option<Moment>,
     /// Larger exposure first among wallets due at the same instant (a cold
     /// start, a leaderboard fetch).
     rank: Reverse<u64>,
@@ -252,25 +264,36 @@ pub struct Tracked {
     in_flight: bool,
     /// Changed since it was last saved.
     unsaved: bool,
-    /// Its address, shared by the registry's key and its queue entries (one
-    /// allocation instead of one each).
-    key: Arc<str>,
 }
 
 impl Tracked {
-    fn new(entry: RegistryEntry, due: OffsetDateTime, tier: Tier) -> Self {
+    fn new(entry: &RegistryEntry, due: OffsetDateTime, tier: Tier) -> Self {
         Tracked {
-            label: None,
-            tags: Vec::new(),
-            due,
+            address: Box::from(entry.address.as_str()),
+            entry: Entry::of(entry),
+            listing: None,
+            due: due.into(),
             sweep_due: None,
             rank: Reverse(0),
             tier,
             in_flight: false,
             unsaved: false,
-            key: Arc::from(entry.address.as_str()),
-            entry,
         }
+    }
+
+    /// Its label from the wallet list.
+    pub fn label(&self) -> Option<&str> {
+        self.listing.as_ref().and_then(|l| l.label.as_deref())
+    }
+
+    /// Its tags from the wallet list.
+    pub fn tags(&self) -> &[String] {
+        self.listing.as_ref().map_or(&[], |l| &l.tags)
+    }
+
+    /// Its entry as it is persisted.
+    pub fn to_entry(&self) -> RegistryEntry {
+        self.entry.to_entry(&self.address)
     }
 }
 
@@ -312,24 +335,34 @@ pub enum Discovery {
     },
 }
 
-/// One lane's wallets by (due time, larger exposure first, address).
-type Queue = BTreeSet<(OffsetDateTime, Reverse<u64>, Arc<str>)>;
+/// A wallet's place in the registry's vector.
+type Slot = u32;
+
+/// One lane's wallets by (due time, larger exposure first, slot).
+type Queue = BTreeSet<(Moment, Reverse<u64>, Slot)>;
 
 /// The registry in memory: every wallet, its tier and due time, and which
 /// entries changed since they were last saved.
+///
+/// The wallets sit in one vector (a wallet is never removed) and an index of
+/// their slots finds one by address: a map of a million entries by value
+/// would be grown to two million buckets of them, and its key would be a
+/// second copy of the address. The queues hold slots (4 bytes) too.
 #[derive(Debug, Default)]
 pub struct Schedule {
     cfg: Intervals,
-    wallets: HashMap<Arc<str>, Tracked>,
+    wallets: Vec<Tracked>,
+    index: HashTable<Slot>,
+    hasher: RandomState,
     /// Per lane, the wallets by due time, larger first: the tiers by refresh
     /// due, the sweep lane by sweep due.
     queues: [Queue; LANES],
     /// Stride-scheduling pass per lane: requests taken / share.
     pass: [f64; LANES],
     /// Wallets changed since they were last saved, in the order they
-    /// changed (each once: the flag in `wallets` says whether it is here).
+    /// changed (each once: the wallet's flag says whether it is here).
     /// Taking them is then a pop, not a pass over a million wallets.
-    unsaved: VecDeque<Arc<str>>,
+    unsaved: VecDeque<Slot>,
 }
 
 impl Schedule {
@@ -337,19 +370,23 @@ impl Schedule {
     /// once, and so are wallets that traded after their last read (the read
     /// the trade asked for is not lost with a restart) and wallets whose last
     /// read failed.
-    pub fn new(cfg: Intervals, entries: Vec<RegistryEntry>, now: OffsetDateTime) -> Self {
+    pub fn new(
+        cfg: Intervals,
+        entries: impl IntoIterator<Item = RegistryEntry>,
+        now: OffsetDateTime,
+    ) -> Self {
         let mut s = Schedule {
             cfg,
             ..Schedule::default()
         };
         for entry in entries {
-            let tier = tier_of(&entry, &s.cfg);
+            let mut t = Tracked::new(&entry, now, Tier::Shrimp);
+            t.tier = tier_of(&t.entry, &s.cfg);
             // A failed read's backoff is not saved: it is tried again at once.
-            let due = match entry.failed_reads {
-                0 => due_from(&entry, tier, &s.cfg, now),
-                _ => now,
-            };
-            s.insert(Tracked::new(entry, due, tier));
+            if t.entry.failed_reads == 0 {
+                t.due = due_from(&t.entry, t.tier, &s.cfg, now).into();
+            }
+            s.insert(t);
         }
         s
     }
@@ -367,64 +404,86 @@ impl Schedule {
         published: impl Fn(&str) -> Option<OffsetDateTime>,
         now: OffsetDateTime,
     ) -> usize {
-        let lost: Vec<String> = self
-            .wallets
-            .values()
-            .filter(|t| {
+        let lost: Vec<Slot> = (0..self.wallets.len())
+            .filter(|&i| {
+                let t = &self.wallets[i];
                 t.entry.last_read_at.is_some_and(|read| {
-                    published(&t.entry.address).is_none_or(|p| read > p + UNPUBLISHED_SLACK)
+                    published(&t.address).is_none_or(|p| read.at() > p + UNPUBLISHED_SLACK)
                 })
             })
-            .map(|t| t.entry.address.clone())
+            .map(|i| i as Slot)
             .collect();
-        for address in &lost {
-            self.update(address, |t, cfg| {
-                let read = t.entry.last_read_at.expect("filtered on a read");
-                t.due = t.due.min((read + cfg.min_gap).max(now));
+        for &slot in &lost {
+            self.update_slot(slot, |t, cfg| {
+                let read = t.entry.last_read_at.expect("filtered on a read").at();
+                t.due = t.due.min((read + cfg.min_gap).max(now).into());
             });
         }
         lost.len()
     }
 
-    fn insert(&mut self, mut t: Tracked) {
-        t.rank = rank_of(&t.entry);
-        t.sweep_due = sweep_due(&t.entry, t.tier, &self.cfg);
-        Self::enqueue(&mut self.queues, &t);
-        self.wallets.insert(t.key.clone(), t);
+    fn slot(&self, address: &str) -> Option<Slot> {
+        let hash = self.hasher.hash_one(address);
+        self.index
+            .find(hash, |&i| &*self.wallets[i as usize].address == address)
+            .copied()
     }
 
-    fn enqueue(queues: &mut [Queue; LANES], t: &Tracked) {
-        queues[t.tier as usize].insert((t.due, t.rank, t.key.clone()));
+    fn insert(&mut self, mut t: Tracked) -> Slot {
+        t.rank = rank_of(&t.entry);
+        t.sweep_due = sweep_due(&t.entry, t.tier, &self.cfg);
+        let slot = Slot::try_from(self.wallets.len()).expect("fewer than 4 billion wallets");
+        Self::enqueue(&mut self.queues, &t, slot);
+        let Schedule {
+            wallets,
+            index,
+            hasher,
+            ..
+        } = self;
+        let hash = hasher.hash_one(&*t.address);
+        wallets.push(t);
+        index.insert_unique(hash, slot, |&i| {
+            hasher.hash_one(&*wallets[i as usize].address)
+        });
+        slot
+    }
+
+    fn enqueue(queues: &mut [Queue; LANES], t: &Tracked, slot: Slot) {
+        queues[t.tier as usize].insert((t.due, t.rank, slot));
         if let Some(s) = t.sweep_due {
-            queues[SWEEP].insert((s, t.rank, t.key.clone()));
+            queues[SWEEP].insert((s, t.rank, slot));
         }
     }
 
-    fn dequeue(queues: &mut [Queue; LANES], t: &Tracked) {
-        queues[t.tier as usize].remove(&(t.due, t.rank, t.key.clone()));
+    fn dequeue(queues: &mut [Queue; LANES], t: &Tracked, slot: Slot) {
+        queues[t.tier as usize].remove(&(t.due, t.rank, slot));
         if let Some(s) = t.sweep_due {
-            queues[SWEEP].remove(&(s, t.rank, t.key.clone()));
+            queues[SWEEP].remove(&(s, t.rank, slot));
         }
     }
 
     /// Removes from the queues, applies `f`, recomputes tier and queue positions.
     fn update(&mut self, address: &str, f: impl FnOnce(&mut Tracked, &Intervals)) {
-        let Some(t) = self.wallets.get_mut(address) else {
-            return;
-        };
+        if let Some(slot) = self.slot(address) {
+            self.update_slot(slot, f);
+        }
+    }
+
+    fn update_slot(&mut self, slot: Slot, f: impl FnOnce(&mut Tracked, &Intervals)) {
+        let t = &mut self.wallets[slot as usize];
         if !t.in_flight {
-            Self::dequeue(&mut self.queues, t);
+            Self::dequeue(&mut self.queues, t, slot);
         }
         f(t, &self.cfg);
         t.tier = tier_of(&t.entry, &self.cfg);
         t.rank = rank_of(&t.entry);
         t.sweep_due = sweep_due(&t.entry, t.tier, &self.cfg);
         if !t.in_flight {
-            Self::enqueue(&mut self.queues, t);
+            Self::enqueue(&mut self.queues, t, slot);
         }
         if !t.unsaved {
             t.unsaved = true;
-            self.unsaved.push_back(t.key.clone());
+            self.unsaved.push_back(slot);
         }
     }
 
@@ -440,23 +499,26 @@ impl Schedule {
 
     /// A wallet by address.
     pub fn get(&self, address: &str) -> Option<&Tracked> {
-        self.wallets.get(address)
+        self.slot(address).map(|i| &self.wallets[i as usize])
     }
 
     /// Every wallet.
     pub fn iter(&self) -> impl Iterator<Item = &Tracked> {
-        self.wallets.values()
+        self.wallets.iter()
     }
 
     /// How fresh each tier is, indexed like [`Tier::ALL`].
     pub fn freshness(&self) -> [TierFreshness; TIERS] {
         let mut out = [TierFreshness::default(); TIERS];
-        for t in self.wallets.values() {
+        for t in &self.wallets {
             let f = &mut out[t.tier as usize];
             f.wallets += 1;
             match t.entry.last_read_at {
                 None => f.unread += 1,
-                Some(at) => f.oldest_read = Some(f.oldest_read.map_or(at, |o| o.min(at))),
+                Some(at) => {
+                    let at = at.at();
+                    f.oldest_read = Some(f.oldest_read.map_or(at, |o| o.min(at)));
+                }
             }
         }
         out
@@ -470,17 +532,18 @@ impl Schedule {
         tags: Vec<String>,
         now: OffsetDateTime,
     ) {
-        if !self.wallets.contains_key(address) {
-            self.insert(Tracked::new(
-                RegistryEntry::new(address.to_owned(), DiscoverySource::List, now),
+        let slot = match self.slot(address) {
+            Some(slot) => slot,
+            None => self.insert(Tracked::new(
+                &RegistryEntry::new(address.to_owned(), DiscoverySource::List, now),
                 now,
                 Tier::Shrimp,
-            ));
-        }
-        self.update(address, |t, _| {
+            )),
+        };
+        self.update_slot(slot, |t, _| {
             t.entry.sources |= DiscoverySource::List.bit();
-            t.label = label;
-            t.tags = tags;
+            let listing = Listing { label, tags };
+            t.listing = (listing != Listing::default()).then(|| Box::new(listing));
         });
     }
 
@@ -493,42 +556,44 @@ impl Schedule {
     pub fn discover(&mut self, d: Discovery, now: OffsetDateTime) -> bool {
         let (address, source) = match &d {
             Discovery::Leaderboard { address, .. } => {
-                (address.clone(), DiscoverySource::Leaderboard)
+                (address.as_str(), DiscoverySource::Leaderboard)
             }
             Discovery::Trade {
                 address, source, ..
-            } => (address.clone(), *source),
+            } => (address.as_str(), *source),
         };
-        let new = !self.wallets.contains_key(address.as_str());
-        if new {
-            self.insert(Tracked::new(
-                RegistryEntry::new(address.clone(), source, now),
-                now,
-                Tier::Shrimp,
-            ));
-        }
+        let (slot, new) = match self.slot(address) {
+            Some(slot) => (slot, false),
+            None => {
+                let entry = RegistryEntry::new(address.to_owned(), source, now);
+                (self.insert(Tracked::new(&entry, now, Tier::Shrimp)), true)
+            }
+        };
         let half_life = self.cfg.notional_half_life;
-        self.update(&address, |t, cfg| {
-            t.entry.sources |= source.bit();
+        self.update_slot(slot, |t, cfg| {
+            let e = &mut t.entry;
+            e.sources |= source.bit();
             match d {
                 Discovery::Leaderboard { account_value, .. } => {
-                    t.entry.leaderboard_value = Some(account_value);
+                    e.leaderboard_value = Some(CompactDecimal::from(&account_value));
                 }
                 Discovery::Trade {
                     coin, notional, at, ..
                 } => {
-                    let previous = usd(&t.entry.traded_notional);
-                    let decayed = match t.entry.last_trade_at {
+                    let previous = usd(&e.traded_notional);
+                    let decayed = match e.last_trade_at.map(Moment::at) {
                         Some(last) if at > last => previous * 0.5f64.powf((at - last) / half_life),
                         _ => previous,
                     };
-                    t.entry.traded_notional = cents(decayed + notional.max(0.0));
-                    t.entry.last_trade_at = Some(t.entry.last_trade_at.map_or(at, |l| l.max(at)));
-                    t.entry.empty_reads = 0;
+                    e.traded_notional = CompactDecimal::from(&cents(decayed + notional.max(0.0)));
+                    let at = Moment::of(at);
+                    e.last_trade_at = Some(e.last_trade_at.map_or(at, |l| l.max(at)));
+                    e.empty_reads = 0;
                     let dex = market_model::symbol::dex_of(&coin).unwrap_or("");
-                    if !dex.is_empty() && !t.entry.dexes.iter().any(|d| d == dex) {
-                        t.entry.dexes.push(dex.to_owned());
-                        t.entry.dexes.sort();
+                    if !dex.is_empty() && !e.has_dex(dex) {
+                        let mut dexes = e.dexes.to_vec();
+                        dexes.push(dex.into());
+                        e.set_dexes(dexes);
                     }
                 }
             }
@@ -536,7 +601,7 @@ impl Schedule {
             // see `due_from`); a failed read's backoff holds it, but a trade
             // still makes it due.
             let tier = tier_of(&t.entry, cfg);
-            let due = due_from(&t.entry, tier, cfg, now);
+            let due = Moment::of(due_from(&t.entry, tier, cfg, now));
             t.due = if t.entry.failed_reads == 0 {
                 due
             } else {
@@ -552,13 +617,15 @@ impl Schedule {
     /// (ties: the higher tier, the sweeps last), the earliest due within it.
     /// `dexes` are the exchange's dexes now.
     pub fn next_due(&mut self, now: OffsetDateTime, dexes: &[String]) -> Option<ReadJob> {
+        let now_m = Moment::of(now);
         let due: Vec<usize> = (0..LANES)
-            .filter(|&l| self.queues[l].first().is_some_and(|(d, _, _)| *d <= now))
+            .filter(|&l| self.queues[l].first().is_some_and(|(d, _, _)| *d <= now_m))
             .collect();
         // The queue orders whales by refresh due (last read + refresh, or
         // sooner after a trade), so its first is the stalest, or one that a
         // trade made due and has waited as long.
-        let late = now - (self.cfg.whale_deadline - self.cfg.refresh[Tier::Whale as usize]);
+        let late =
+            Moment::of(now - (self.cfg.whale_deadline - self.cfg.refresh[Tier::Whale as usize]));
         // A late whale is read outside the shares (its read counts in no
         // lane's pass): the shares divide what the deadline leaves.
         let overdue = self.queues[Tier::Whale as usize]
@@ -577,15 +644,12 @@ impl Schedule {
                 self.pass[l] = self.pass[l].max(floor);
             }
         }
-        let address = self.queues[lane]
+        let slot = self.queues[lane]
             .first()
-            .map(|(_, _, a)| a.clone())
+            .map(|&(_, _, slot)| slot)
             .expect("the lane has a due wallet");
-        let t = self
-            .wallets
-            .get_mut(&*address)
-            .expect("queued wallets exist");
-        Self::dequeue(&mut self.queues, t);
+        let t = &mut self.wallets[slot as usize];
+        Self::dequeue(&mut self.queues, t, slot);
         t.in_flight = true;
         let sweep = lane == SWEEP || t.sweep_due.is_none();
         let read: Vec<String> = if sweep {
@@ -593,7 +657,7 @@ impl Schedule {
         } else {
             dexes
                 .iter()
-                .filter(|d| d.is_empty() || t.entry.dexes.contains(d))
+                .filter(|d| d.is_empty() || t.entry.has_dex(d))
                 .cloned()
                 .collect()
         };
@@ -602,7 +666,7 @@ impl Schedule {
             self.pass[lane] += read.len().max(1) as f64 / share;
         }
         Some(ReadJob {
-            address: address.to_string(),
+            address: t.address.to_string(),
             dexes: read,
             sweep,
             tier: t.tier,
@@ -615,6 +679,7 @@ impl Schedule {
             .iter()
             .filter_map(|q| q.first().map(|(d, _, _)| *d))
             .min()
+            .map(Moment::at)
     }
 
     /// Records a successful read.
@@ -630,26 +695,36 @@ impl Schedule {
         self.update(&job.address, |t, cfg| {
             t.in_flight = false;
             let e = &mut t.entry;
-            e.last_read_at = Some(at);
+            e.last_read_at = Some(at.into());
             e.failed_reads = 0;
-            e.account_value = Some(account_value.clone());
-            e.position_value = Some(position_value.clone());
+            e.account_value = Some(CompactDecimal::from(account_value));
+            e.position_value = Some(CompactDecimal::from(position_value));
             if job.sweep {
-                e.last_sweep_at = Some(at);
+                e.last_sweep_at = Some(at.into());
             }
             // The dexes read keep the wallet only where it holds equity or a
             // position; one added by a trade during the read stays until read.
-            e.dexes.retain(|d| !job.dexes.contains(d));
-            e.dexes
-                .extend(active_dexes.iter().filter(|d| !d.is_empty()).cloned());
-            e.dexes.sort();
-            e.dexes.dedup();
+            if !e.dexes.is_empty() || active_dexes.iter().any(|d| !d.is_empty()) {
+                let dexes = e
+                    .dexes
+                    .iter()
+                    .filter(|d| !job.dexes.iter().any(|r| r == &***d))
+                    .cloned()
+                    .chain(
+                        active_dexes
+                            .iter()
+                            .filter(|d| !d.is_empty())
+                            .map(|d| Box::from(d.as_str())),
+                    )
+                    .collect();
+                e.set_dexes(dexes);
+            }
             let empty = positions == 0 && !account_value.0.is_positive();
             e.empty_reads = if empty { e.empty_reads + 1 } else { 0 };
             // The read supersedes the trade estimate of its size.
-            e.traded_notional = Decimal::zero();
+            e.traded_notional = CompactDecimal::from(&Decimal::zero());
             let tier = tier_of(e, cfg);
-            t.due = at + cfg.refresh[tier as usize];
+            t.due = (at + cfg.refresh[tier as usize]).into();
         });
     }
 
@@ -658,7 +733,7 @@ impl Schedule {
     pub fn read_deferred(&mut self, job: &ReadJob, until: OffsetDateTime) {
         self.update(&job.address, |t, _| {
             t.in_flight = false;
-            t.due = until;
+            t.due = until.into();
         });
     }
 
@@ -669,7 +744,7 @@ impl Schedule {
             t.entry.failed_reads += 1;
             let backoff =
                 Duration::minutes(1) * 2i32.pow(t.entry.failed_reads.clamp(1, 7) as u32 - 1);
-            t.due = now + backoff.min(Duration::hours(1));
+            t.due = (now + backoff.min(Duration::hours(1))).into();
         });
     }
 
@@ -684,11 +759,10 @@ impl Schedule {
     pub fn take_unsaved_up_to(&mut self, n: usize) -> Vec<RegistryEntry> {
         let n = n.min(self.unsaved.len());
         let mut out = Vec::with_capacity(n);
-        for key in self.unsaved.drain(..n) {
-            if let Some(t) = self.wallets.get_mut(&*key) {
-                t.unsaved = false;
-                out.push(t.entry.clone());
-            }
+        for slot in self.unsaved.drain(..n) {
+            let t = &mut self.wallets[slot as usize];
+            t.unsaved = false;
+            out.push(t.to_entry());
         }
         out
     }
@@ -701,10 +775,11 @@ impl Schedule {
     /// Puts entries back as unsaved (after a failed save).
     pub fn mark_unsaved(&mut self, entries: &[RegistryEntry]) {
         for e in entries {
-            if let Some(t) = self.wallets.get_mut(e.address.as_str()) {
+            if let Some(slot) = self.slot(&e.address) {
+                let t = &mut self.wallets[slot as usize];
                 if !t.unsaved {
                     t.unsaved = true;
-                    self.unsaved.push_back(t.key.clone());
+                    self.unsaved.push_back(slot);
                 }
             }
         }
@@ -712,21 +787,20 @@ impl Schedule {
 
     /// The tier of a wallet now.
     pub fn tier(&self, address: &str) -> Option<Tier> {
-        self.wallets.get(address).map(|t| t.tier)
+        self.get(address).map(|t| t.tier)
     }
 
     /// When a wallet's next sweep is due (`None`: every read is a sweep).
     pub fn sweep_due_of(&self, address: &str) -> Option<OffsetDateTime> {
-        self.wallets.get(address).and_then(|t| t.sweep_due)
+        self.get(address).and_then(|t| t.sweep_due).map(Moment::at)
     }
 
     /// When a wallet is next handed out, for a refresh or a sweep (`None`:
     /// unknown, or being read now).
     pub fn due_of(&self, address: &str) -> Option<OffsetDateTime> {
-        self.wallets
-            .get(address)
+        self.get(address)
             .filter(|t| !t.in_flight)
-            .map(|t| t.sweep_due.map_or(t.due, |s| s.min(t.due)))
+            .map(|t| t.sweep_due.map_or(t.due, |s| s.min(t.due)).at())
     }
 }
 
@@ -739,6 +813,7 @@ fn cents(v: f64) -> Decimal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
     use time::macros::datetime;
 
     const NOW: OffsetDateTime = datetime!(2026-11-23 12:00:00 UTC);
@@ -1177,7 +1252,7 @@ mod tests {
                     Step::Restart => {
                         let before: Vec<(String, Option<OffsetDateTime>)> = s
                             .iter()
-                            .map(|t| (t.entry.address.clone(), s.due_of(&t.entry.address)))
+                            .map(|t| (t.address.to_string(), s.due_of(&t.address)))
                             .collect();
                         read_at.clear(); // the reads in memory die with the process
                         let entries: Vec<RegistryEntry> = saved.values().cloned().collect();
@@ -1193,7 +1268,7 @@ mod tests {
                             // last read, restart or not. (A wallet in flight is
                             // due by what the registry holds after the restart:
                             // why it was taken may have changed since.)
-                            let entry = next.get(&a).unwrap().entry.clone();
+                            let entry = next.get(&a).unwrap().to_entry();
                             let floor = entry
                                 .last_read_at
                                 .map_or(now, |r| r + Intervals::default().min_gap);

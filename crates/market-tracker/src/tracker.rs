@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bigdecimal::BigDecimal;
-use market_engine::aggregate::size_class;
+use market_engine::aggregate::compact_size_class;
 use market_engine::coverage::wallet_freshness;
 use market_engine::Quote;
 use market_ingest::client::InfoSource;
@@ -20,13 +20,14 @@ use market_ingest::source::{AssetCtx, AssetMeta, MetaAndAssetCtxs, PerpDex};
 use market_ingest::{mapping, ScanConfig, WalletEntry};
 use market_model::timestamp::now_seconds;
 use market_model::{Candle, Decimal, SizeClass};
-use market_store::{RegistryEntry, Store, StoreError};
+use market_store::{Store, StoreError};
 use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::discovery::{fetch_leaderboard, NodeTradesFollower};
 use crate::live::Book;
 use crate::publish::{PublishInput, Published, Publisher};
+use crate::registry::{Entry, Moment};
 use crate::schedule::{Discovery, Intervals, ReadJob, Schedule};
 use crate::ws::{self, WsConfig, WsShared};
 
@@ -452,7 +453,7 @@ impl Tracker {
             );
             schedule
                 .get(&job.address)
-                .map(|t| (t.label.clone(), t.tags.clone()))
+                .map(|t| (t.label().map(str::to_owned), t.tags().to_vec()))
                 .unwrap_or_default()
         };
         lock(&self.book)
@@ -606,9 +607,12 @@ impl Tracker {
             let mut schedule = lock(&self.schedule);
             let freshness = wallet_freshness(
                 now,
-                schedule
-                    .iter()
-                    .map(|t| (registry_class(&t.entry), t.entry.last_read_at)),
+                schedule.iter().map(|t| {
+                    (
+                        registry_class(&t.entry),
+                        t.entry.last_read_at.map(Moment::at),
+                    )
+                }),
             );
             (schedule.take_unsaved_up_to(REGISTRY_PER_SAVE), freshness)
         };
@@ -690,13 +694,13 @@ impl Tracker {
 
 /// The size class of a registry entry: by the account value of its last
 /// read, else by its leaderboard account value, else `shrimp`.
-fn registry_class(e: &RegistryEntry) -> SizeClass {
+fn registry_class(e: &Entry) -> SizeClass {
     let value = if e.last_read_at.is_some() {
         e.account_value.as_ref()
     } else {
         e.leaderboard_value.as_ref()
     };
-    value.map_or(SizeClass::Shrimp, |v| size_class(&v.0))
+    value.map_or(SizeClass::Shrimp, compact_size_class)
 }
 
 /// The quotes of a dex's listed assets (its delisted ones have none).
