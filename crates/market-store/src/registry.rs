@@ -151,6 +151,38 @@ impl Store {
         rows.into_iter().map(RegistryEntry::from_row).collect()
     }
 
+    /// Every registry entry, by address, handed to `f` one at a time and
+    /// read `page` rows at a time: a registry of a million wallets is never
+    /// held whole (as full entries it takes about a GB). Returns how many.
+    pub fn each_registry_entry(
+        &self,
+        page: usize,
+        mut f: impl FnMut(RegistryEntry),
+    ) -> Result<usize, StoreError> {
+        let mut conn = self.conn()?;
+        let page = i64::try_from(page.max(1)).unwrap_or(i64::MAX);
+        let mut after: Option<String> = None;
+        let mut count = 0;
+        loop {
+            let mut query = wallet_registry::table
+                .order(wallet_registry::address)
+                .limit(page)
+                .into_boxed();
+            if let Some(a) = &after {
+                query = query.filter(wallet_registry::address.gt(a.clone()));
+            }
+            let rows: Vec<RegistryRow> = query.load(&mut *conn)?;
+            let Some(last) = rows.last() else {
+                return Ok(count);
+            };
+            after = Some(last.address.clone());
+            for r in rows {
+                f(RegistryEntry::from_row(r)?);
+                count += 1;
+            }
+        }
+    }
+
     /// How many wallets the registry holds.
     pub fn registry_len(&self) -> Result<i64, StoreError> {
         let mut conn = self.conn()?;

@@ -830,8 +830,17 @@ fn the_registry_round_trips_and_upserts() {
         a.account_value = Some(d("0.00"));
         a.empty_reads = 2;
         store.save_registry(&[a.clone()]).unwrap();
-        assert_eq!(store.registry().unwrap(), vec![a, b]);
+        assert_eq!(store.registry().unwrap(), vec![a.clone(), b.clone()]);
         assert_eq!(store.registry_len().unwrap(), 2);
+        // Read in pages, every page size gives every entry once, in order.
+        for page in [1, 2, 3] {
+            let mut paged = Vec::new();
+            assert_eq!(
+                store.each_registry_entry(page, |e| paged.push(e)).unwrap(),
+                2
+            );
+            assert_eq!(paged, vec![a.clone(), b.clone()], "pages of {page}");
+        }
     }
 }
 

@@ -380,15 +380,20 @@ impl Schedule {
             ..Schedule::default()
         };
         for entry in entries {
-            let mut t = Tracked::new(&entry, now, Tier::Shrimp);
-            t.tier = tier_of(&t.entry, &s.cfg);
-            // A failed read's backoff is not saved: it is tried again at once.
-            if t.entry.failed_reads == 0 {
-                t.due = due_from(&t.entry, t.tier, &s.cfg, now).into();
-            }
-            s.insert(t);
+            s.restore(&entry, now);
         }
         s
+    }
+
+    /// Adds a persisted entry, scheduled as [`Schedule::new`] does.
+    pub fn restore(&mut self, entry: &RegistryEntry, now: OffsetDateTime) {
+        let mut t = Tracked::new(entry, now, Tier::Shrimp);
+        t.tier = tier_of(&t.entry, &self.cfg);
+        // A failed read's backoff is not saved: it is tried again at once.
+        if t.entry.failed_reads == 0 {
+            t.due = due_from(&t.entry, t.tier, &self.cfg, now).into();
+        }
+        self.insert(t);
     }
 
     /// Makes due again the wallets whose last read is newer than the last

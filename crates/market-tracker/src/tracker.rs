@@ -157,9 +157,10 @@ impl Tracker {
         stop: Arc<AtomicBool>,
     ) -> Result<Self, TrackError> {
         let now = now_seconds();
-        let entries = store.registry()?;
-        log::info!("registry: {} wallets", entries.len());
-        let mut schedule = Schedule::new(cfg.intervals.clone(), entries, now);
+        let mut schedule = Schedule::new(cfg.intervals.clone(), Vec::new(), now);
+        let restored =
+            store.each_registry_entry(REGISTRY_PER_SAVE, |e| schedule.restore(&e, now))?;
+        log::info!("registry: {restored} wallets");
         // The list lives on in the registry (labels and tags included): a
         // copy of a million entries kept beside it would cost 100 MB.
         for w in std::mem::take(&mut cfg.wallets) {
