@@ -137,6 +137,7 @@ struct Paths {
     no_wallet_at_fault: std::sync::atomic::AtomicU32,
     rebased: std::sync::atomic::AtomicU32,
     first_seen_on_a_dex: std::sync::atomic::AtomicU32,
+    state_from_store: std::sync::atomic::AtomicU32,
     reads_left_for_later: std::sync::atomic::AtomicU32,
     events: std::sync::atomic::AtomicU32,
     frozen_days: std::sync::atomic::AtomicU32,
@@ -370,6 +371,13 @@ impl Oracle {
                 .filter(|p| !obs.dexes.iter().any(|d| d == dex_of(&p.symbol)));
             obs.positions.extend(unread.cloned().collect::<Vec<_>>());
         }
+        // The tracker keeps the histories of the wallets it holds; another
+        // is read from the store with the read.
+        if !self.memory.contains_key(address) {
+            if let Some(h) = self.stored.get(address) {
+                self.memory.insert(address.to_owned(), h.clone());
+            }
+        }
         let covered_before = self.covered(address);
         let before = self.memory.get(address);
         let (mut state, follow, analytics) =
@@ -414,13 +422,19 @@ impl Oracle {
     }
 
     /// What the tracker remembers after it restores from the store: the
-    /// stored histories and the served observations.
+    /// served observations and their stored histories (another wallet's
+    /// history is read from the store when the wallet is read).
     fn restore(&mut self) {
-        self.memory = self.stored.clone();
         self.known = self
             .served
             .iter()
             .map(|(a, s)| (a.clone(), s.obs.clone()))
+            .collect();
+        self.memory = self
+            .stored
+            .iter()
+            .filter(|(a, _)| self.known.contains_key(*a))
+            .map(|(a, h)| (a.clone(), h.clone()))
             .collect();
     }
 
@@ -480,6 +494,12 @@ impl Oracle {
             .collect();
         let events = self.events_of(&written, at);
         for (address, seen) in taken {
+            // The tracker lets go of a wallet that holds nothing once
+            // published (its history stays in the store).
+            if seen.empty() {
+                self.memory.remove(&address);
+                self.known.remove(&address);
+            }
             self.stored.insert(address.clone(), seen.history);
             self.served.remove(&address);
         }
@@ -803,7 +823,13 @@ fn run(backend: Backend, steps: &[Step], paths: &Paths) -> Result<(), TestCaseEr
                     sut.book
                         .lock()
                         .unwrap()
-                        .apply_read(&a, None, Vec::new(), obs.clone());
+                        .apply_read(&a, None, Vec::new(), obs.clone(), |a| {
+                            let stored = sut.store.wallet_history(a);
+                            if matches!(stored, Ok(Some(_))) {
+                                took(&paths.state_from_store);
+                            }
+                            stored
+                        });
                 prop_assert_eq!(
                     applied.is_ok(),
                     obs.is_complete(),
@@ -1136,6 +1162,10 @@ fn model(backend: Backend, cases: u32) {
         (
             "a position first seen on a dex newly read",
             &p.first_seen_on_a_dex,
+        ),
+        (
+            "a wallet's history read from the store (the book let go of it, or a restart)",
+            &p.state_from_store,
         ),
         (
             "a publish leaving reads for the next",

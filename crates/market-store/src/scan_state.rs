@@ -75,75 +75,106 @@ impl Store {
     /// The scanner state of every wallet, by address.
     pub fn wallet_scan_states(&self) -> Result<HashMap<String, WalletScanState>, StoreError> {
         let mut conn = self.conn()?;
-        type Row = (
-            String,
-            i32,
-            Option<time::PrimitiveDateTime>,
-            Option<time::PrimitiveDateTime>,
-            Option<DbDecimal>,
-            DbDecimal,
-            i32,
-            i32,
-            i32,
-            i32,
-            i32,
-            i32,
-            Option<String>,
-        );
-        let rows: Vec<Row> = scanned_wallets::table.load(&mut *conn)?;
+        let rows: Vec<StateRow> = scanned_wallets::table.load(&mut *conn)?;
         rows.into_iter()
-            .map(|r| {
-                let read_dexes =
-                    r.12.as_deref()
-                        .map(serde_json::from_str)
-                        .transpose()
-                        .map_err(|e| StoreError::Corrupt(format!("read dexes of {}: {e}", r.0)))?;
-                let state = WalletScanState {
-                    address: r.0.clone(),
-                    missed_scans: r.1,
-                    last_seen_at: r.2.map(from_db_time),
-                    first_seen_at: r.3.map(from_db_time),
-                    first_account_value: r.4.map(Decimal::from),
-                    realized_pnl: Decimal::from(r.5),
-                    closed_count: r.6,
-                    win_count: r.7,
-                    held: [r.8, r.9, r.10, r.11],
-                    read_dexes,
-                };
-                Ok((r.0, state))
-            })
+            .map(|r| Ok((r.0.clone(), state_of_row(r)?)))
             .collect()
+    }
+
+    /// One wallet's analytics history, if it has one: its scanner state and
+    /// the open positions followed for it (by symbol).
+    pub fn wallet_history(
+        &self,
+        address: &str,
+    ) -> Result<Option<(WalletScanState, Vec<TrackedPosition>)>, StoreError> {
+        let mut conn = self.conn()?;
+        let row: Option<StateRow> = scanned_wallets::table
+            .filter(scanned_wallets::address.eq(address))
+            .first(&mut *conn)
+            .optional()?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let tracked: Vec<TrackedRow> = tracked_positions::table
+            .filter(tracked_positions::address.eq(address))
+            .order(tracked_positions::symbol)
+            .load(&mut *conn)?;
+        let tracked = tracked
+            .into_iter()
+            .map(tracked_of_row)
+            .collect::<Result<_, _>>()?;
+        Ok(Some((state_of_row(row)?, tracked)))
+    }
+
+    /// Every wallet's scanner state, by address, handed to `f` one at a time
+    /// and read `page` rows at a time (a million of them are never held
+    /// whole). Returns how many.
+    pub fn each_wallet_scan_state(
+        &self,
+        page: usize,
+        mut f: impl FnMut(WalletScanState),
+    ) -> Result<usize, StoreError> {
+        let mut conn = self.conn()?;
+        let page = i64::try_from(page.max(1)).unwrap_or(i64::MAX);
+        let mut after: Option<String> = None;
+        let mut count = 0;
+        loop {
+            let mut query = scanned_wallets::table
+                .order(scanned_wallets::address)
+                .limit(page)
+                .into_boxed();
+            if let Some(a) = &after {
+                query = query.filter(scanned_wallets::address.gt(a.clone()));
+            }
+            let rows: Vec<StateRow> = query.load(&mut *conn)?;
+            let Some(last) = rows.last() else {
+                return Ok(count);
+            };
+            after = Some(last.0.clone());
+            for r in rows {
+                f(state_of_row(r)?);
+                count += 1;
+            }
+        }
     }
 
     /// Open positions being followed, by wallet.
     pub fn tracked_positions(&self) -> Result<HashMap<String, Vec<TrackedPosition>>, StoreError> {
         let mut conn = self.conn()?;
-        let rows: Vec<(
-            String,
-            String,
-            String,
-            time::PrimitiveDateTime,
-            i32,
-            DbDecimal,
-        )> = tracked_positions::table.load(&mut *conn)?;
+        let rows: Vec<TrackedRow> = tracked_positions::table.load(&mut *conn)?;
         let mut out: HashMap<String, Vec<TrackedPosition>> = HashMap::new();
-        for (address, symbol, direction, opened_at, known, upnl) in rows {
-            let direction = direction.parse::<Direction>().map_err(|_| {
-                StoreError::Corrupt(format!("tracked position direction {direction:?}"))
-            })?;
-            out.entry(address.clone())
-                .or_default()
-                .push(TrackedPosition {
-                    address,
-                    symbol,
-                    direction,
-                    opened_at: from_db_time(opened_at),
-                    open_time_known: known != 0,
-                    last_upnl: Decimal::from(upnl),
-                });
+        for row in rows {
+            let t = tracked_of_row(row)?;
+            out.entry(t.address.clone()).or_default().push(t);
         }
         Ok(out)
     }
+}
+
+/// A row of `tracked_positions`, in its columns' order.
+type TrackedRow = (
+    String,
+    String,
+    String,
+    time::PrimitiveDateTime,
+    i32,
+    DbDecimal,
+);
+
+fn tracked_of_row(
+    (address, symbol, direction, opened_at, known, upnl): TrackedRow,
+) -> Result<TrackedPosition, StoreError> {
+    let direction = direction
+        .parse::<Direction>()
+        .map_err(|_| StoreError::Corrupt(format!("tracked position direction {direction:?}")))?;
+    Ok(TrackedPosition {
+        address,
+        symbol,
+        direction,
+        opened_at: from_db_time(opened_at),
+        open_time_known: known != 0,
+        last_upnl: Decimal::from(upnl),
+    })
 }
 
 /// Inserts scanner states (the caller deleted the ones they replace).
@@ -213,4 +244,41 @@ pub(crate) fn insert_tracked(
         progress
     );
     Ok(())
+}
+
+/// A row of `scanned_wallets`, in its columns' order.
+type StateRow = (
+    String,
+    i32,
+    Option<time::PrimitiveDateTime>,
+    Option<time::PrimitiveDateTime>,
+    Option<DbDecimal>,
+    DbDecimal,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    Option<String>,
+);
+
+fn state_of_row(r: StateRow) -> Result<WalletScanState, StoreError> {
+    let read_dexes =
+        r.12.as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(format!("read dexes of {}: {e}", r.0)))?;
+    Ok(WalletScanState {
+        address: r.0,
+        missed_scans: r.1,
+        last_seen_at: r.2.map(from_db_time),
+        first_seen_at: r.3.map(from_db_time),
+        first_account_value: r.4.map(Decimal::from),
+        realized_pnl: Decimal::from(r.5),
+        closed_count: r.6,
+        win_count: r.7,
+        held: [r.8, r.9, r.10, r.11],
+        read_dexes,
+    })
 }

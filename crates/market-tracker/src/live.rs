@@ -19,6 +19,9 @@ fn dex_of(coin: &str) -> &str {
 }
 use market_store::{Store, StoreError, TrackedPosition, WalletScanState};
 
+/// Scan states read at a time by a restart.
+const STATES_PER_PAGE: usize = 25_000;
+
 /// What the previous publish wrote: the base the next one's changes are
 /// computed against.
 #[derive(Clone, Debug, Default)]
@@ -101,6 +104,20 @@ pub struct Incomplete {
     pub coins: Vec<String>,
 }
 
+/// A wallet's analytics history: its scan state and followed positions.
+pub type History = (WalletScanState, Vec<TrackedPosition>);
+
+/// Why a read was not applied (the book is as it was).
+#[derive(Debug, thiserror::Error)]
+pub enum NotApplied {
+    /// It could not value every position.
+    #[error(transparent)]
+    Incomplete(#[from] Incomplete),
+    /// The wallet's stored scan state could not be read.
+    #[error("its scan state could not be read: {0}")]
+    State(#[from] StoreError),
+}
+
 /// A wallet read since the last publish.
 #[derive(Clone, Debug)]
 pub(crate) struct Pending {
@@ -146,6 +163,17 @@ impl Book {
     /// another writer than `track` or `scan` (`seed-demo`) is replaced by
     /// the first publish.
     pub fn restore(store: &Store) -> Result<(Book, Base), StoreError> {
+        Self::restore_with(store, |_| {})
+    }
+
+    /// [`Book::restore`], handing every stored scan state to `each_state` as
+    /// it is read. The book keeps the states of the wallets it holds only
+    /// (the others are read from the store when their wallet is read: see
+    /// [`Book::apply_read`]).
+    pub fn restore_with(
+        store: &Store,
+        mut each_state: impl FnMut(&WalletScanState),
+    ) -> Result<(Book, Base), StoreError> {
         let mut book = Book::default();
         let mut base = Base::default();
         let Some(meta) = store.latest_snapshot()? else {
@@ -201,8 +229,17 @@ impl Book {
                 book.wallets.insert(w.address.clone(), live);
             }
             base.tally = tally;
-            book.states = store.wallet_scan_states()?;
+            store.each_wallet_scan_state(STATES_PER_PAGE, |state| {
+                each_state(&state);
+                if book.wallets.contains_key(&state.address) {
+                    book.states.insert(state.address.clone(), state);
+                }
+            })?;
             book.tracked = store.tracked_positions()?;
+            // Only the wallets it holds (the others are read with their
+            // state: see `apply_read`).
+            book.tracked
+                .retain(|a, _| book.wallets.contains_key(a.as_str()));
         } else {
             log::warn!(
                 "the served data version {} came from {:?}: its {} wallets are replaced by the first publish",
@@ -251,17 +288,33 @@ impl Book {
     /// the positions it lacks, invent realized PnL and serve the wallet
     /// without them): the book keeps what it knew. A read of some dexes says
     /// nothing of the others: the positions known there are kept.
+    ///
+    /// The book keeps the analytics history of the wallets it holds; a
+    /// wallet it let go of (it held nothing when published) or did not hold
+    /// since a restart has its history in the store, as the last version
+    /// that wrote it left it: `stored` reads it (`Store::wallet_history`),
+    /// under the book's lock, so no publish lets go of it in between.
     pub fn apply_read(
         &mut self,
         address: &str,
         label: Option<String>,
         tags: Vec<String>,
         mut obs: Observed,
-    ) -> Result<(), Incomplete> {
+        stored: impl FnOnce(&str) -> Result<Option<History>, StoreError>,
+    ) -> Result<(), NotApplied> {
         if !obs.is_complete() {
-            return Err(Incomplete {
+            return Err(NotApplied::Incomplete(Incomplete {
                 coins: obs.unvalued,
-            });
+            }));
+        }
+        if !self.states.contains_key(address) {
+            self.tracked.remove(address);
+            if let Some((state, tracked)) = stored(address)? {
+                self.states.insert(address.to_owned(), state);
+                if !tracked.is_empty() {
+                    self.tracked.insert(address.to_owned(), tracked);
+                }
+            }
         }
         let covered_before = self.covered(address);
         let previous = self.wallets.remove(address);
@@ -375,10 +428,14 @@ impl Book {
                 Some(p) if p.read == w.read => {
                     self.pending.remove(&w.address);
                     // Most wallets of a whole exchange hold nothing: the book
-                    // lets go of them once published (their scan state stays,
-                    // and a read of them starts from nothing, as it would).
+                    // lets go of them once published. The publish stored their
+                    // scan state; their next read takes it from the store
+                    // (see `apply_read`), and starts from no holdings, as the
+                    // published copy says.
                     if w.wallet.holds_nothing() {
                         self.wallets.remove(&w.address);
+                        self.states.remove(&w.address);
+                        self.tracked.remove(&w.address);
                     }
                 }
                 Some(p) => {
@@ -398,6 +455,11 @@ mod tests {
     use market_model::Direction;
     use time::macros::datetime;
 
+    /// No stored history (a book without a store).
+    fn none(_: &str) -> Result<Option<History>, StoreError> {
+        Ok(None)
+    }
+
     fn read(dexes: &[&str], positions: Vec<MarketPosition>, unvalued: &[&str]) -> Observed {
         Observed {
             account_value: d("1000"),
@@ -413,13 +475,16 @@ mod tests {
     fn a_read_that_could_not_value_a_position_changes_nothing() {
         let mut book = Book::default();
         let btc = position("0xa", "BTC", Direction::Long, "100", None);
-        book.apply_read("0xa", None, vec![], read(&[""], vec![btc], &[]))
+        book.apply_read("0xa", None, vec![], read(&[""], vec![btc], &[]), none)
             .unwrap();
         let before: Vec<MarketPosition> = book.wallets["0xa"].model_positions().collect();
         let state = book.states["0xa"].clone();
         // Marks not loaded: the BTC position could not be valued.
-        let refused = book.apply_read("0xa", None, vec![], read(&[""], vec![], &["BTC"]));
-        assert_eq!(refused.unwrap_err().coins, ["BTC"]);
+        let refused = book.apply_read("0xa", None, vec![], read(&[""], vec![], &["BTC"]), none);
+        let Err(NotApplied::Incomplete(refused)) = refused else {
+            panic!("refused as incomplete: {refused:?}");
+        };
+        assert_eq!(refused.coins, ["BTC"]);
         let after: Vec<MarketPosition> = book.wallets["0xa"].model_positions().collect();
         assert_eq!(after, before, "no position dropped");
         assert_eq!(book.states["0xa"], state, "no close, no realized PnL");
@@ -435,11 +500,12 @@ mod tests {
             None,
             vec![],
             read(&["", "xyz"], vec![btc, tsla.clone()], &[]),
+            none,
         )
         .unwrap();
         assert_eq!(book.covered("0xa"), [String::new(), "xyz".into()].into());
         // A read of the main dex only: BTC is closed, TSLA was not looked at.
-        book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]))
+        book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]), none)
             .unwrap();
         let held: Vec<MarketPosition> = book.wallets["0xa"].model_positions().collect();
         assert_eq!(held, [tsla]);
@@ -450,7 +516,7 @@ mod tests {
     #[test]
     fn a_wallet_read_again_while_published_stays_pending() {
         let mut book = Book::default();
-        book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]))
+        book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]), none)
             .unwrap();
         let first = book.pending["0xa"].read;
         let written = Written {
@@ -460,7 +526,7 @@ mod tests {
             covered: book.covered("0xa"),
         };
         // Read again while the publish of the first read was being written.
-        book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]))
+        book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]), none)
             .unwrap();
         book.published(vec![written.clone()]);
         let pending = &book.pending["0xa"];

@@ -335,6 +335,11 @@ pub enum Discovery {
     },
 }
 
+/// Per wallet of a [`Schedule`], its last published observation: see
+/// [`Schedule::published_marks`].
+#[derive(Debug)]
+pub struct PublishedMarks(Vec<Option<Moment>>);
+
 /// A wallet's place in the registry's vector.
 type Slot = u32;
 
@@ -396,25 +401,44 @@ impl Schedule {
         self.insert(t);
     }
 
+    /// Room to mark, per wallet, its last published observation (see
+    /// [`Schedule::redo_unpublished`]): 8 bytes a wallet, where a map of the
+    /// addresses would take a hundred.
+    pub fn published_marks(&self) -> PublishedMarks {
+        PublishedMarks(vec![None; self.wallets.len()])
+    }
+
+    /// Marks `address`'s last published observation (from its stored scan
+    /// state).
+    pub fn mark_published(
+        &self,
+        marks: &mut PublishedMarks,
+        address: &str,
+        at: Option<OffsetDateTime>,
+    ) {
+        if let (Some(slot), Some(at)) = (self.slot(address), at) {
+            if let Some(m) = marks.0.get_mut(slot as usize) {
+                *m = Some(at.into());
+            }
+        }
+    }
+
     /// Makes due again the wallets whose last read is newer than the last
-    /// published observation of them (`published`, from their stored scan
-    /// state): a read saved in the registry but lost with a `kill -9` before
-    /// its publish is made again at once (not sooner than
+    /// published observation of them (`published`, marked from their stored
+    /// scan states): a read saved in the registry but lost with a `kill -9`
+    /// before its publish is made again at once (not sooner than
     /// [`Intervals::min_gap`] after it), not at the wallet's next refresh.
     /// Returns how many. A read is taken as published when its observation
     /// is at most [`UNPUBLISHED_SLACK`] older than the read (the exchange's
     /// clock against ours).
-    pub fn redo_unpublished(
-        &mut self,
-        published: impl Fn(&str) -> Option<OffsetDateTime>,
-        now: OffsetDateTime,
-    ) -> usize {
+    pub fn redo_unpublished(&mut self, published: &PublishedMarks, now: OffsetDateTime) -> usize {
         let lost: Vec<Slot> = (0..self.wallets.len())
             .filter(|&i| {
-                let t = &self.wallets[i];
-                t.entry.last_read_at.is_some_and(|read| {
-                    published(&t.address).is_none_or(|p| read.at() > p + UNPUBLISHED_SLACK)
-                })
+                let seen = published.0.get(i).copied().flatten();
+                self.wallets[i]
+                    .entry
+                    .last_read_at
+                    .is_some_and(|read| seen.is_none_or(|p| read.at() > p.at() + UNPUBLISHED_SLACK))
             })
             .map(|i| i as Slot)
             .collect();
@@ -1140,7 +1164,11 @@ mod tests {
         };
         let restart = NOW + Duration::seconds(30);
         let mut s = Schedule::new(Intervals::default(), s.take_unsaved(), restart);
-        assert_eq!(s.redo_unpublished(published, restart), 2);
+        let mut marks = s.published_marks();
+        for a in ["0xpublished", "0xlost", "0xnever"] {
+            s.mark_published(&mut marks, a, published(a));
+        }
+        assert_eq!(s.redo_unpublished(&marks, restart), 2);
         let due: Vec<String> = std::iter::from_fn(|| s.next_due(restart, &dexes()))
             .map(|j| j.address)
             .collect();
@@ -1262,7 +1290,11 @@ mod tests {
                         read_at.clear(); // the reads in memory die with the process
                         let entries: Vec<RegistryEntry> = saved.values().cloned().collect();
                         let mut next = Schedule::new(Intervals::default(), entries, now);
-                        next.redo_unpublished(|a| published.get(a).copied(), now);
+                        let mut marks = next.published_marks();
+                        for (a, at) in &published {
+                            next.mark_published(&mut marks, a, Some(*at));
+                        }
+                        next.redo_unpublished(&marks, now);
                         for (a, due_before) in before {
                             let Some(due) = next.due_of(&a) else {
                                 // Unknown after the restart: not saved yet

@@ -166,11 +166,14 @@ impl Tracker {
         for w in std::mem::take(&mut cfg.wallets) {
             schedule.add_listed(&w.address, w.label, w.tags, now);
         }
-        let (book, base) = Book::restore(&store)?;
         // Reads saved in the registry but not published (lost with a kill -9
-        // before their publish) are made again.
-        let redo =
-            schedule.redo_unpublished(|a| book.states.get(a).and_then(|s| s.last_seen_at), now);
+        // before their publish) are made again: each wallet's last published
+        // observation is marked as the stored scan states are read.
+        let mut published = schedule.published_marks();
+        let (book, base) = Book::restore_with(&store, |state| {
+            schedule.mark_published(&mut published, &state.address, state.last_seen_at);
+        })?;
+        let redo = schedule.redo_unpublished(&published, now);
         if redo > 0 {
             log::info!("{redo} wallets read but not published before the restart are read again");
         }
@@ -442,24 +445,32 @@ impl Tracker {
         };
         self.stats.reads_ok.fetch_add(1, Ordering::Relaxed);
         let position_value: BigDecimal = obs.positions.iter().map(|p| &p.position_value.0).sum();
-        let (label, tags) = {
-            let mut schedule = lock(&self.schedule);
-            schedule.read_ok(
-                job,
-                &obs.account_value,
-                &Decimal(position_value),
-                obs.positions.len(),
-                &obs.active_dexes,
-                now,
-            );
-            schedule
-                .get(&job.address)
-                .map(|t| (t.label().map(str::to_owned), t.tags().to_vec()))
-                .unwrap_or_default()
-        };
-        lock(&self.book)
-            .apply_read(&job.address, label, tags, obs)
-            .expect("a complete read is applied");
+        let (label, tags) = lock(&self.schedule)
+            .get(&job.address)
+            .map(|t| (t.label().map(str::to_owned), t.tags().to_vec()))
+            .unwrap_or_default();
+        let (account_value, held, active_dexes) = (
+            obs.account_value.clone(),
+            obs.positions.len(),
+            obs.active_dexes.clone(),
+        );
+        let applied = lock(&self.book).apply_read(&job.address, label, tags, obs, |a| {
+            self.store.wallet_history(a)
+        });
+        if let Err(e) = applied {
+            self.stats.reads_failed.fetch_add(1, Ordering::Relaxed);
+            log::warn!("wallet {}: its read is not used: {e}", job.address);
+            lock(&self.schedule).read_failed(job, now);
+            return;
+        }
+        lock(&self.schedule).read_ok(
+            job,
+            &account_value,
+            &Decimal(position_value),
+            held,
+            &active_dexes,
+            now,
+        );
     }
 
     /// Hourly candles of every market, spread over the hour and one request
