@@ -166,6 +166,33 @@ pub type Progress<'a> = &'a mut dyn FnMut(&str, usize, usize);
 /// How many bind parameters one INSERT may carry (SQLite's limit is 32766, PostgreSQL's 65535).
 pub(crate) const MAX_BINDS: usize = 30_000;
 
+/// Reads a table `page` rows at a time by its text key (keyset paging, so a
+/// million rows are never held whole), handing each row, converted, to `f`.
+/// `load(after, limit)` reads the next rows after the key `after` (from the
+/// start when `None`), in key order. Returns how many rows were read.
+pub(crate) fn each_by_key<R, T>(
+    page: usize,
+    mut load: impl FnMut(Option<&str>, i64) -> Result<Vec<R>, StoreError>,
+    key: impl Fn(&R) -> &str,
+    convert: impl Fn(R) -> Result<T, StoreError>,
+    mut f: impl FnMut(T),
+) -> Result<usize, StoreError> {
+    let limit = i64::try_from(page.max(1)).unwrap_or(i64::MAX);
+    let mut after: Option<String> = None;
+    let mut count = 0;
+    loop {
+        let rows = load(after.as_deref(), limit)?;
+        let Some(last) = rows.last() else {
+            return Ok(count);
+        };
+        after = Some(key(last).to_owned());
+        for r in rows {
+            f(convert(r)?);
+            count += 1;
+        }
+    }
+}
+
 /// The number of columns of a table, read from its schema: the length of
 /// the column tuple `table!` declares, so no batch size is counted by hand.
 pub(crate) trait ColumnCount {

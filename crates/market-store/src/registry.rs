@@ -10,7 +10,7 @@ use crate::rows::{from_db_time, to_db_time, RegistryRow};
 use crate::schema::wallet_registry;
 use crate::types::DbDecimal;
 use crate::write::ADDRESS_CHUNK;
-use crate::{insert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
+use crate::{each_by_key, insert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
 
 /// Where a registry entry was found (bits of [`RegistryEntry::sources`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,30 +157,20 @@ impl Store {
     pub fn each_registry_entry(
         &self,
         page: usize,
-        mut f: impl FnMut(RegistryEntry),
+        f: impl FnMut(RegistryEntry),
     ) -> Result<usize, StoreError> {
         let mut conn = self.conn()?;
-        let page = i64::try_from(page.max(1)).unwrap_or(i64::MAX);
-        let mut after: Option<String> = None;
-        let mut count = 0;
-        loop {
+        let load = |after: Option<&str>, limit| {
             let mut query = wallet_registry::table
                 .order(wallet_registry::address)
-                .limit(page)
+                .limit(limit)
                 .into_boxed();
-            if let Some(a) = &after {
-                query = query.filter(wallet_registry::address.gt(a.clone()));
+            if let Some(a) = after {
+                query = query.filter(wallet_registry::address.gt(a.to_owned()));
             }
-            let rows: Vec<RegistryRow> = query.load(&mut *conn)?;
-            let Some(last) = rows.last() else {
-                return Ok(count);
-            };
-            after = Some(last.address.clone());
-            for r in rows {
-                f(RegistryEntry::from_row(r)?);
-                count += 1;
-            }
-        }
+            Ok(query.load::<RegistryRow>(&mut *conn)?)
+        };
+        each_by_key(page, load, |r| &r.address, RegistryEntry::from_row, f)
     }
 
     /// How many wallets the registry holds.

@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use crate::rows::{from_db_time, to_db_time};
 use crate::schema::{candles, scanned_wallets, tracked_positions};
 use crate::types::DbDecimal;
-use crate::{insert_chunked, DbConnection, Progress, Store, StoreError, MAX_BINDS};
+use crate::{each_by_key, insert_chunked, DbConnection, Progress, Store, StoreError, MAX_BINDS};
 
 /// Scanner state of one wallet: staleness and the history behind its analytics.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -112,30 +112,20 @@ impl Store {
     pub fn each_wallet_scan_state(
         &self,
         page: usize,
-        mut f: impl FnMut(WalletScanState),
+        f: impl FnMut(WalletScanState),
     ) -> Result<usize, StoreError> {
         let mut conn = self.conn()?;
-        let page = i64::try_from(page.max(1)).unwrap_or(i64::MAX);
-        let mut after: Option<String> = None;
-        let mut count = 0;
-        loop {
+        let load = |after: Option<&str>, limit| {
             let mut query = scanned_wallets::table
                 .order(scanned_wallets::address)
-                .limit(page)
+                .limit(limit)
                 .into_boxed();
-            if let Some(a) = &after {
-                query = query.filter(scanned_wallets::address.gt(a.clone()));
+            if let Some(a) = after {
+                query = query.filter(scanned_wallets::address.gt(a.to_owned()));
             }
-            let rows: Vec<StateRow> = query.load(&mut *conn)?;
-            let Some(last) = rows.last() else {
-                return Ok(count);
-            };
-            after = Some(last.0.clone());
-            for r in rows {
-                f(state_of_row(r)?);
-                count += 1;
-            }
-        }
+            Ok(query.load::<StateRow>(&mut *conn)?)
+        };
+        each_by_key(page, load, |r| &r.0, state_of_row, f)
     }
 
     /// Open positions being followed, by wallet.

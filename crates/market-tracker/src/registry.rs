@@ -7,7 +7,6 @@
 use std::num::NonZeroI64;
 
 use market_engine::CompactDecimal;
-use market_model::Decimal;
 use market_store::RegistryEntry;
 use time::OffsetDateTime;
 
@@ -130,11 +129,6 @@ impl Entry {
 /// stored, never served).
 pub fn usd(d: &CompactDecimal) -> f64 {
     d.to_f64()
-}
-
-/// `d` compactly.
-pub fn compact(d: &Decimal) -> CompactDecimal {
-    CompactDecimal::from(d)
 }
 
 #[cfg(test)]
