@@ -34,7 +34,7 @@ use market_snapshot::{Snapshot, WalletOrder};
 use market_store::{
     EventFilter, Fault, PoolOptions, Retention, Store, TrackedPosition, WalletScanState,
 };
-use market_tracker::{Book, PublishInput, Publisher};
+use market_tracker::{Applied, Book, PublishInput, Publisher};
 use proptest::prelude::*;
 use proptest::test_runner::{
     Config, FileFailurePersistence, RngAlgorithm, TestCaseError, TestRng, TestRunner,
@@ -138,6 +138,7 @@ struct Paths {
     rebased: std::sync::atomic::AtomicU32,
     first_seen_on_a_dex: std::sync::atomic::AtomicU32,
     state_from_store: std::sync::atomic::AtomicU32,
+    unchanged_reads: std::sync::atomic::AtomicU32,
     reads_left_for_later: std::sync::atomic::AtomicU32,
     events: std::sync::atomic::AtomicU32,
     frozen_days: std::sync::atomic::AtomicU32,
@@ -299,8 +300,12 @@ struct Seen {
 
 impl Seen {
     fn empty(&self) -> bool {
-        self.obs.positions.is_empty() && !bigdecimal::Signed::is_positive(&self.obs.account_value.0)
+        self.obs.positions.is_empty() && !positive(&self.obs.account_value)
     }
+}
+
+fn positive(d: &Decimal) -> bool {
+    bigdecimal::Signed::is_positive(&d.0)
 }
 
 /// Whether `seen` reads the dex of `symbol` and the wallet's published
@@ -358,10 +363,10 @@ struct Oracle {
 impl Oracle {
     /// A read of the tracker: its analytics continue the history the
     /// tracker remembers. A read that could not value a position is not
-    /// taken at all.
-    fn read(&mut self, address: &str, mut obs: Observed) {
+    /// taken at all. Returns whether it changed nothing.
+    fn read(&mut self, address: &str, mut obs: Observed) -> bool {
         if !obs.is_complete() {
-            return;
+            return false;
         }
         // A read of some dexes keeps what the tracker knew of the others.
         if let Some(known) = self.known.get(address) {
@@ -373,12 +378,35 @@ impl Oracle {
         }
         // The tracker keeps the histories of the wallets it holds; another
         // is read from the store with the read.
-        if !self.memory.contains_key(address) {
+        let loaded = !self.memory.contains_key(address);
+        if loaded {
             if let Some(h) = self.stored.get(address) {
                 self.memory.insert(address.to_owned(), h.clone());
             }
         }
         let covered_before = self.covered(address);
+        // A read of a wallet that holds nothing and held nothing, whose
+        // history records its first observation and the dexes read, changes
+        // nothing: it is not taken (only the registry records it).
+        let held_nothing = self
+            .known
+            .get(address)
+            .is_none_or(|o| o.positions.is_empty() && !positive(&o.account_value));
+        let quiet = held_nothing
+            && obs.positions.is_empty()
+            && !positive(&obs.account_value)
+            && self.memory.get(address).is_some_and(|(state, follow)| {
+                follow.is_empty()
+                    && state.first_seen_at.is_some()
+                    && state.missed_scans == 0
+                    && obs.dexes.iter().all(|d| covered_before.contains(d))
+            });
+        if quiet {
+            if loaded {
+                self.memory.remove(address);
+            }
+            return true;
+        }
         let before = self.memory.get(address);
         let (mut state, follow, analytics) =
             follow_positions(address, before.map(|h| &h.0), before.map(|h| &h.1), &obs);
@@ -402,6 +430,7 @@ impl Oracle {
                 published_covered,
             },
         );
+        false
     }
 
     /// The dexes the tracker takes a wallet's observation to cover: as
@@ -465,20 +494,26 @@ impl Oracle {
         if !applied {
             return;
         }
-        // The oldest MAX_READS reads are tried; the database's refusals
-        // among them wait, and so do the newer reads.
-        let mut by_read: Vec<(u64, String)> = self
+        // Of the reads of wallets served before or after, the oldest
+        // MAX_READS are tried, and every other read (it stores a history,
+        // nothing served); the database's refusals among them wait, and so
+        // do the newer reads.
+        let served = &self.served;
+        let (serving, unserved): (Vec<_>, Vec<_>) = self
             .pending
             .iter()
-            .map(|(a, s)| (s.read, a.clone()))
-            .collect();
+            .map(|(a, s)| (s.read, a.clone(), s))
+            .partition(|(_, a, s)| served.contains_key(a) || !s.empty());
+        let mut by_read: Vec<(u64, String)> = serving.into_iter().map(|(r, a, _)| (r, a)).collect();
         by_read.sort();
+        let over = by_read.len() > MAX_READS;
         let tried: BTreeSet<String> = by_read
             .into_iter()
             .take(MAX_READS)
             .map(|(_, a)| a)
+            .chain(unserved.into_iter().map(|(_, a, _)| a))
             .collect();
-        if self.pending.len() > MAX_READS {
+        if over {
             self.reads_left_for_later
                 .set(self.reads_left_for_later.get() + 1);
         }
@@ -839,7 +874,16 @@ fn run(backend: Backend, steps: &[Step], paths: &Paths) -> Result<(), TestCaseEr
                 if applied.is_err() {
                     took(&paths.incomplete_reads);
                 }
-                oracle.read(&a, obs);
+                let unchanged = oracle.read(&a, obs);
+                prop_assert_eq!(
+                    matches!(applied, Ok(Applied::Unchanged)),
+                    unchanged,
+                    "step {}: a read changes nothing exactly when the wallet held nothing, holds nothing and its history records it",
+                    n
+                );
+                if unchanged {
+                    took(&paths.unchanged_reads);
+                }
             }
             Step::ReadFails(w) => {
                 *world.failing.lock().unwrap() = true;
@@ -1171,6 +1215,7 @@ fn model(backend: Backend, cases: u32) {
             "a publish leaving reads for the next",
             &p.reads_left_for_later,
         ),
+        ("a read that changed nothing", &p.unchanged_reads),
         ("position events", &p.events),
         ("days frozen at midnight", &p.frozen_days),
     ] {

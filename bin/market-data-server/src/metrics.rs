@@ -331,6 +331,7 @@ pub struct IngestMetrics {
     publish_age: Gauge,
     held_back: IntGauge,
     incomplete_reads: IntCounter,
+    unchanged_reads: IntCounter,
     candle_requests: IntCounter,
     spot_trades: IntCounter,
     members: IntCounterVec,
@@ -437,6 +438,11 @@ impl IngestMetrics {
                 "market_data_tracker_incomplete_reads_total",
                 "Wallet reads not used because a position was in an asset without a mark (the wallet is read again after the dexes).",
             ),
+            unchanged_reads: counter(
+                &r,
+                "market_data_tracker_unchanged_reads_total",
+                "Wallet reads that changed nothing to publish: the wallet held nothing before and after (recorded in the registry only).",
+            ),
             candle_requests: counter(
                 &r,
                 "market_data_tracker_candle_requests_total",
@@ -499,6 +505,7 @@ impl IngestMetrics {
             sync_counter(&self.publishes_failed, s.publish_failures.load(Relaxed));
             self.held_back.set(s.held_back.load(Relaxed) as i64);
             sync_counter(&self.incomplete_reads, s.reads_incomplete.load(Relaxed));
+            sync_counter(&self.unchanged_reads, s.reads_unchanged.load(Relaxed));
             sync_counter(&self.candle_requests, s.candle_requests.load(Relaxed));
             sync_counter(&self.spot_trades, s.spot_trades.load(Relaxed));
             let published = s.last_publish_at.load(Relaxed) as f64;

@@ -10,7 +10,7 @@ pub mod schedule;
 pub mod tracker;
 pub mod ws;
 
-pub use live::{Base, Book, History, NotApplied};
+pub use live::{Applied, Base, Book, History, NotApplied};
 pub use publish::{HeldBack, PublishError, PublishInput, Published, Publisher};
 pub use schedule::{Discovery, Intervals, Schedule, Tier, TierFreshness};
 pub use tracker::{Stats, TrackConfig, TrackError, Tracker};

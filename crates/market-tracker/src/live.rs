@@ -118,6 +118,57 @@ pub enum NotApplied {
     State(#[from] StoreError),
 }
 
+/// What became of a read the book took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// It waits for the next publish.
+    Pending,
+    /// It changed nothing to publish (see [`Book::apply_read`]): the book
+    /// is as it was.
+    Unchanged,
+}
+
+/// The dexes a wallet's observation covers: as recorded with its scan
+/// `state`, else (recorded before that was) the main dex and the dexes of
+/// its positions in `wallet`; nothing for a wallet never observed.
+fn covered_by(state: Option<&WalletScanState>, wallet: Option<&LiveWallet>) -> BTreeSet<String> {
+    if let Some(d) = state.and_then(|s| s.read_dexes.as_ref()) {
+        return d.iter().cloned().collect();
+    }
+    let Some(w) = wallet else {
+        return BTreeSet::new();
+    };
+    std::iter::once(String::new())
+        .chain(w.positions.iter().map(|p| dex_of(&p.symbol).to_owned()))
+        .collect()
+}
+
+/// Whether a read changes nothing a publish would write: the wallet holds
+/// nothing and held nothing at its previous observation (`previous`, `None`
+/// when the book let go of it), follows no position, and its scan state
+/// already records a first observation and every dex this read covers.
+/// Only the time it was last seen would move, and the registry records that
+/// (`last_read_at`). Most wallets of a whole exchange are such: their reads
+/// neither wait for a publish nor are written by one.
+fn is_quiet(
+    obs: &Observed,
+    previous: Option<&LiveWallet>,
+    state: Option<&WalletScanState>,
+    tracked: Option<&Vec<TrackedPosition>>,
+) -> bool {
+    let Some(s) = state else {
+        return false;
+    };
+    let covered = covered_by(state, previous);
+    obs.positions.is_empty()
+        && obs.account_value.0 <= BigDecimal::zero()
+        && previous.is_none_or(LiveWallet::holds_nothing)
+        && tracked.is_none_or(Vec::is_empty)
+        && s.first_seen_at.is_some()
+        && s.missed_scans == 0
+        && obs.dexes.iter().all(|d| covered.contains(d))
+}
+
 /// A wallet read since the last publish.
 #[derive(Clone, Debug)]
 pub(crate) struct Pending {
@@ -294,6 +345,10 @@ impl Book {
     /// since a restart has its history in the store, as the last version
     /// that wrote it left it: `stored` reads it (`Store::wallet_history`),
     /// under the book's lock, so no publish lets go of it in between.
+    ///
+    /// A read of a wallet that holds nothing, held nothing before and whose
+    /// stored history it would not change but for the time it was seen
+    /// changes nothing: the book is left as it was ([`Applied::Unchanged`]).
     pub fn apply_read(
         &mut self,
         address: &str,
@@ -301,19 +356,28 @@ impl Book {
         tags: Vec<String>,
         mut obs: Observed,
         stored: impl FnOnce(&str) -> Result<Option<History>, StoreError>,
-    ) -> Result<(), NotApplied> {
+    ) -> Result<Applied, NotApplied> {
         if !obs.is_complete() {
             return Err(NotApplied::Incomplete(Incomplete {
                 coins: obs.unvalued,
             }));
         }
-        if !self.states.contains_key(address) {
+        let loaded = if self.states.contains_key(address) {
+            None
+        } else {
             self.tracked.remove(address);
-            if let Some((state, tracked)) = stored(address)? {
-                self.states.insert(address.to_owned(), state);
-                if !tracked.is_empty() {
-                    self.tracked.insert(address.to_owned(), tracked);
-                }
+            stored(address)?
+        };
+        let state_before = loaded.as_ref().map(|h| &h.0).or(self.states.get(address));
+        let tracked_before = loaded.as_ref().map(|h| &h.1).or(self.tracked.get(address));
+        let previous = self.wallets.get(address);
+        if is_quiet(&obs, previous, state_before, tracked_before) {
+            return Ok(Applied::Unchanged);
+        }
+        if let Some((state, tracked)) = loaded {
+            self.states.insert(address.to_owned(), state);
+            if !tracked.is_empty() {
+                self.tracked.insert(address.to_owned(), tracked);
             }
         }
         let covered_before = self.covered(address);
@@ -377,22 +441,18 @@ impl Book {
             .collect();
         self.wallets
             .insert(address.to_owned(), LiveWallet { input, positions });
-        Ok(())
+        Ok(Applied::Pending)
     }
 
-    /// The dexes a wallet's observation covers: as recorded with its scan
-    /// state, else (recorded before that was) the main dex and the dexes of
-    /// its positions; nothing for a wallet never observed.
+    /// The dexes a wallet's observation covers: see [`covered_by`].
     pub(crate) fn covered(&self, address: &str) -> BTreeSet<String> {
-        if let Some(d) = self.states.get(address).and_then(|s| s.read_dexes.as_ref()) {
-            return d.iter().cloned().collect();
-        }
-        let Some(w) = self.wallets.get(address) else {
-            return BTreeSet::new();
-        };
-        std::iter::once(String::new())
-            .chain(w.positions.iter().map(|p| dex_of(&p.symbol).to_owned()))
-            .collect()
+        covered_by(self.states.get(address), self.wallets.get(address))
+    }
+
+    /// Whether the book holds `address`'s observation (it was served by the
+    /// last publish, or read since).
+    pub fn holds(&self, address: &str) -> bool {
+        self.wallets.contains_key(address)
     }
 
     /// The number the next read will get: reads below it are made.
@@ -511,6 +571,73 @@ mod tests {
         assert_eq!(held, [tsla]);
         assert_eq!(book.tracked["0xa"].len(), 1, "TSLA is still followed");
         assert_eq!(book.states["0xa"].closed_count, 1, "BTC was closed");
+    }
+
+    #[test]
+    fn a_read_changes_nothing_only_when_the_wallet_held_and_holds_nothing() {
+        let empty = |dexes: &[&str]| Observed {
+            account_value: d("0"),
+            ..read(dexes, vec![], &[])
+        };
+        let publish = |book: &mut Book| {
+            let written = book
+                .pending
+                .iter()
+                .map(|(a, p)| Written {
+                    address: a.clone(),
+                    read: p.read,
+                    wallet: book.wallets[a].clone(),
+                    covered: book.covered(a),
+                })
+                .collect();
+            book.published(written);
+        };
+        let mut book = Book::default();
+        // A first read records the first observation.
+        let first = book.apply_read("0xa", None, vec![], empty(&[""]), none);
+        assert_eq!(first.unwrap(), Applied::Pending);
+        // Read again before the publish: its history says it all.
+        let again = book.apply_read("0xa", None, vec![], empty(&[""]), none);
+        assert_eq!(again.unwrap(), Applied::Unchanged);
+        publish(&mut book);
+        assert!(!book.holds("0xa"), "let go of once published empty");
+        let stored = |_: &str| Ok(Some((book_state("0xa"), Vec::new())));
+        let mut book = Book::default();
+        assert_eq!(
+            book.apply_read("0xa", None, vec![], empty(&[""]), stored)
+                .unwrap(),
+            Applied::Unchanged
+        );
+        assert!(
+            book.states.is_empty() && book.pending.is_empty(),
+            "left as it was"
+        );
+        // A dex read for the first time is recorded.
+        assert_eq!(
+            book.apply_read("0xa", None, vec![], empty(&["", "xyz"]), stored)
+                .unwrap(),
+            Applied::Pending
+        );
+        // A position is a change, and so is closing it.
+        let mut book = Book::default();
+        let btc = position("0xa", "BTC", Direction::Long, "100", None);
+        let opened = book.apply_read("0xa", None, vec![], read(&[""], vec![btc], &[]), stored);
+        assert_eq!(opened.unwrap(), Applied::Pending);
+        publish(&mut book);
+        let closed = book.apply_read("0xa", None, vec![], empty(&[""]), stored);
+        assert_eq!(closed.unwrap(), Applied::Pending);
+    }
+
+    /// The scan state of a wallet observed empty on the main dex.
+    fn book_state(address: &str) -> WalletScanState {
+        WalletScanState {
+            address: address.into(),
+            first_seen_at: Some(datetime!(2026-11-25 11:00 UTC)),
+            last_seen_at: Some(datetime!(2026-11-25 11:00 UTC)),
+            first_account_value: Some(d("0")),
+            read_dexes: Some(vec![String::new()]),
+            ..WalletScanState::default()
+        }
     }
 
     #[test]

@@ -89,8 +89,10 @@ pub struct Publisher {
     /// How long a wallet held back waits before it is tried again; the wait
     /// doubles with each publish it fails, up to an hour.
     pub retry_after: Duration,
-    /// The most reads one publish writes (the oldest first; the others wait
-    /// for the next one).
+    /// The most reads of served wallets (served before or after the read)
+    /// one publish writes: the oldest first, the others wait for the next
+    /// one. Reads of wallets served neither before nor after write a scan
+    /// state only, and are all written.
     pub max_reads: usize,
     held_back: BTreeMap<String, HeldBack>,
 }
@@ -171,22 +173,34 @@ impl Publisher {
             // Reads made from now on (while this publish is written) wait
             // for the next one: none is later than the version's time.
             let before = book.next_read();
-            let mut ready: Vec<(u64, &String)> = book
+            let symbols: HashSet<&str> = input.quotes.iter().map(|q| q.symbol.as_str()).collect();
+            let quoted = |s: &str| symbols.contains(s);
+            // Reads of wallets served neither before nor after (a first
+            // read of an empty wallet, a dex read for the first time) write
+            // a scan state and nothing served: they are all written.
+            let (mut ready, unserved): (Vec<_>, Vec<_>) = book
                 .pending
                 .iter()
                 .filter(|(_, p)| p.read < before)
                 .filter(|(a, _)| self.held_back.get(*a).is_none_or(|h| h.until <= input.now))
                 .map(|(a, p)| (p.read, a))
-                .collect();
-            // The oldest reads first, at most `max_reads`: the rest wait for
-            // the next publish (an own node reads a hundred thousand wallets
-            // in its first minute; one transaction of them all would not
-            // fit this process).
+                .partition(|(_, a): &(u64, &String)| {
+                    self.base.served.contains(*a)
+                        || book.wallets.get(*a).is_some_and(|w| w.served(&quoted))
+                });
+            // Of the others, the oldest reads first, at most `max_reads`:
+            // the rest wait for the next publish (an own node reads a
+            // hundred thousand wallets in its first minute; one
+            // transaction of them all would not fit this process).
             if ready.len() > self.max_reads {
                 ready.select_nth_unstable(self.max_reads);
                 ready.truncate(self.max_reads);
             }
-            let wallets = ready.into_iter().map(|(_, a)| a.clone()).collect();
+            let wallets = ready
+                .into_iter()
+                .chain(unserved)
+                .map(|(_, a)| a.clone())
+                .collect();
             Selection { wallets, before }
         };
         let error = match self.attempt(store, book, &include, true, input, true) {

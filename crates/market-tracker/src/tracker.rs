@@ -25,7 +25,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::discovery::{fetch_leaderboard, NodeTradesFollower};
-use crate::live::Book;
+use crate::live::{Applied, Book};
 use crate::publish::{PublishInput, Published, Publisher};
 use crate::registry::{Entry, Moment};
 use crate::schedule::{Discovery, Intervals, ReadJob, Schedule};
@@ -75,6 +75,8 @@ pub struct Stats {
     pub reads_failed: AtomicU64,
     /// Wallet reads not used because a position's asset had no mark (retried).
     pub reads_incomplete: AtomicU64,
+    /// Wallet reads that changed nothing to publish (see [`crate::Applied::Unchanged`]).
+    pub reads_unchanged: AtomicU64,
     /// Candle requests sent (each followed by the candle pause).
     pub candle_requests: AtomicU64,
     /// Spot trades in the node's trade files (skipped: no perp wallet is found by them).
@@ -173,7 +175,7 @@ impl Tracker {
         let (book, base) = Book::restore_with(&store, |state| {
             schedule.mark_published(&mut published, &state.address, state.last_seen_at);
         })?;
-        let redo = schedule.redo_unpublished(&published, now);
+        let redo = schedule.redo_unpublished(&published, now, |a| book.holds(a));
         if redo > 0 {
             log::info!("{redo} wallets read but not published before the restart are read again");
         }
@@ -457,11 +459,17 @@ impl Tracker {
         let applied = lock(&self.book).apply_read(&job.address, label, tags, obs, |a| {
             self.store.wallet_history(a)
         });
-        if let Err(e) = applied {
-            self.stats.reads_failed.fetch_add(1, Ordering::Relaxed);
-            log::warn!("wallet {}: its read is not used: {e}", job.address);
-            lock(&self.schedule).read_failed(job, now);
-            return;
+        match applied {
+            Ok(Applied::Unchanged) => {
+                self.stats.reads_unchanged.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Applied::Pending) => {}
+            Err(e) => {
+                self.stats.reads_failed.fetch_add(1, Ordering::Relaxed);
+                log::warn!("wallet {}: its read is not used: {e}", job.address);
+                lock(&self.schedule).read_failed(job, now);
+                return;
+            }
         }
         lock(&self.schedule).read_ok(
             job,
