@@ -148,11 +148,12 @@ impl Store {
     /// The token with this hash, if any (revoked and expired ones included).
     pub fn find_token(&self, token_hash: &str) -> Result<Option<TokenRecord>, StoreError> {
         let mut conn = self.conn()?;
+        // The hash is unique; no `.first()` (see `Store::wallet_history`).
         let t: Option<TokenTuple> = api_tokens::table
             .filter(api_tokens::token_hash.eq(token_hash))
             .select(COLUMNS)
-            .first(&mut *conn)
-            .optional()?;
+            .load(&mut *conn)?
+            .pop();
         Ok(t.map(record))
     }
 
