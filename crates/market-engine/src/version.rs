@@ -35,8 +35,11 @@ pub struct DataVersion<P = MarketPosition> {
 /// What changed from one data version to the next. The per-market figures
 /// and the coverage report come whole (they are per asset and small); the
 /// wallets come only when they changed, each whole with every position.
+///
+/// Positions are model structs, or (as a server reads them back) any form
+/// its snapshot takes in, as with [`DataVersion`].
 #[derive(Clone, Debug)]
-pub struct VersionChanges {
+pub struct VersionChanges<P = MarketPosition> {
     /// When the new version was observed.
     pub observed_at: OffsetDateTime,
     /// Every market of the new version, by symbol.
@@ -49,8 +52,8 @@ pub struct VersionChanges {
     pub coverage: NetworkCoverage,
     /// Wallets that are new or changed, whole, by address.
     pub wallets: Vec<Wallet>,
-    /// Every position of those wallets (label and tags filled in).
-    pub positions: Vec<MarketPosition>,
+    /// Every position of those wallets (a model's label and tags filled in).
+    pub positions: Vec<P>,
     /// Addresses of wallets that are no longer served.
     pub removed: Vec<String>,
 }
@@ -84,7 +87,7 @@ impl<P> MarketFigures for DataVersion<P> {
     }
 }
 
-impl MarketFigures for VersionChanges {
+impl<P> MarketFigures for VersionChanges<P> {
     fn observed_at(&self) -> OffsetDateTime {
         self.observed_at
     }

@@ -686,6 +686,12 @@ impl IntoItem for &MarketPosition {
     }
 }
 
+impl IntoItem for MarketPosition {
+    fn into_item(self, wallet: u32, owner: &Wallet) -> (SortKey, PositionItem) {
+        (&self).into_item(wallet, owner)
+    }
+}
+
 impl IntoItem for RenderedPosition {
     fn into_item(self, wallet: u32, owner: &Wallet) -> (SortKey, PositionItem) {
         let direction = self.direction();
@@ -967,6 +973,25 @@ impl Snapshot {
     /// with this version. Positions of wallets not in `changes.wallets`, or
     /// of markets the new version does not have, are left out.
     pub fn apply(&self, version: i64, changes: VersionChanges) -> Snapshot {
+        self.apply_items(version, changes)
+    }
+
+    /// [`Snapshot::apply`] with positions read back as text
+    /// (`Store::load_changes_for_serving`): each is moved in as rendered,
+    /// labelled with its wallet's label and tags.
+    pub fn apply_rendered(
+        &self,
+        version: i64,
+        changes: VersionChanges<RenderedPosition>,
+    ) -> Snapshot {
+        self.apply_items(version, changes)
+    }
+
+    fn apply_items<P: IntoItem + Send>(
+        &self,
+        version: i64,
+        changes: VersionChanges<P>,
+    ) -> Snapshot {
         let VersionChanges {
             observed_at,
             markets,
@@ -1042,7 +1067,7 @@ impl Snapshot {
                         .map(|i| (added[i], &wallets[i]))
                 };
                 let grouped: Vec<Vec<Arc<PositionItem>>> = position_items(
-                    &positions,
+                    positions,
                     &part.by_symbol,
                     part.markets.len(),
                     wallet_of,
@@ -1728,42 +1753,9 @@ mod tests {
     /// without label and tags, spread over `parts` parts (so a market spans
     /// parts).
     fn as_read(m: &DataVersion, parts: usize) -> DataVersion<Vec<RenderedPosition>> {
-        use market_model::{MarketPositionText, PlainDecimal};
         let mut out: Vec<Vec<RenderedPosition>> = (0..parts).map(|_| Vec::new()).collect();
         for (i, p) in m.positions.iter().enumerate() {
-            let t = [
-                &p.position_value,
-                &p.leverage,
-                &p.size,
-                &p.u_pnl,
-                &p.u_pnl_pct,
-                &p.entry_price,
-                &p.mark_price,
-                &p.margin,
-                &p.funding_cost,
-            ]
-            .map(|d| d.to_string());
-            let liq = p.liq_price.as_ref().map(|d| d.to_string());
-            let d = |i: usize| PlainDecimal::new(&t[i]).unwrap();
-            out[i % parts].push(RenderedPosition::from_text(&MarketPositionText {
-                address: &p.address,
-                label: None,
-                tags: &[],
-                symbol: &p.symbol,
-                direction: p.direction,
-                position_value: d(0),
-                liq_price: liq.as_deref().map(|s| PlainDecimal::new(s).unwrap()),
-                observed_at: p.observed_at,
-                leverage: d(1),
-                size: d(2),
-                size_unit: &p.size_unit,
-                u_pnl: d(3),
-                u_pnl_pct: d(4),
-                entry_price: d(5),
-                mark_price: d(6),
-                margin: d(7),
-                funding_cost: d(8),
-            }));
+            out[i % parts].push(read_back(p));
         }
         DataVersion {
             observed_at: m.observed_at,
@@ -1774,6 +1766,45 @@ mod tests {
             cohorts: m.cohorts.clone(),
             freshness: m.freshness.clone(),
         }
+    }
+
+    /// `p` as a server reads it back: rendered from its text, without its
+    /// wallet's label and tags.
+    fn read_back(p: &MarketPosition) -> RenderedPosition {
+        use market_model::{MarketPositionText, PlainDecimal};
+        let t = [
+            &p.position_value,
+            &p.leverage,
+            &p.size,
+            &p.u_pnl,
+            &p.u_pnl_pct,
+            &p.entry_price,
+            &p.mark_price,
+            &p.margin,
+            &p.funding_cost,
+        ]
+        .map(|d| d.to_string());
+        let liq = p.liq_price.as_ref().map(|d| d.to_string());
+        let d = |i: usize| PlainDecimal::new(&t[i]).unwrap();
+        RenderedPosition::from_text(&MarketPositionText {
+            address: &p.address,
+            label: None,
+            tags: &[],
+            symbol: &p.symbol,
+            direction: p.direction,
+            position_value: d(0),
+            liq_price: liq.as_deref().map(|s| PlainDecimal::new(s).unwrap()),
+            observed_at: p.observed_at,
+            leverage: d(1),
+            size: d(2),
+            size_unit: &p.size_unit,
+            u_pnl: d(3),
+            u_pnl_pct: d(4),
+            entry_price: d(5),
+            mark_price: d(6),
+            margin: d(7),
+            funding_cost: d(8),
+        })
     }
 
     /// What a writer that rewrites whole wallets stores between `a` and `b`.
@@ -1834,6 +1865,8 @@ mod tests {
         let symbols = ["BTC", "ETH", "xyz:TSLA", "SOL", "abc:TSLA"];
         let mut input = sample();
         let mut served = Snapshot::build(1, materialize("perpnet", input.clone()).unwrap());
+        let mut served_rendered =
+            Snapshot::build(1, materialize("perpnet", input.clone()).unwrap());
         let mut previous = materialize("perpnet", input.clone()).unwrap();
         for round in 2..40 {
             input.observed_at += time::Duration::minutes(1);
@@ -1885,9 +1918,26 @@ mod tests {
                 }
             }
             let now = materialize("perpnet", input.clone()).unwrap();
-            served = served.apply(round, changes(&previous, &now));
+            let changed = changes(&previous, &now);
+            let read_back = VersionChanges {
+                positions: changed.positions.iter().map(read_back).collect(),
+                observed_at: changed.observed_at,
+                markets: changed.markets.clone(),
+                current_days: changed.current_days.clone(),
+                cohorts: changed.cohorts.clone(),
+                coverage: changed.coverage.clone(),
+                wallets: changed.wallets.clone(),
+                removed: changed.removed.clone(),
+            };
+            served = served.apply(round, changed);
+            served_rendered = served_rendered.apply_rendered(round, read_back);
             let rebuilt = Snapshot::build(round, now.clone());
             assert_eq!(everything(&served), everything(&rebuilt), "round {round}");
+            assert_eq!(
+                everything(&served_rendered),
+                everything(&rebuilt),
+                "round {round}, changes read back as text"
+            );
             let loaded = Snapshot::build_rendered(round, as_read(&now, 1 + round as usize % 3));
             assert_eq!(
                 everything(&loaded),

@@ -276,19 +276,6 @@ pub(crate) fn wallet_from(r: WalletRow) -> Result<Wallet, StoreError> {
     })
 }
 
-/// Position rows as models, with the label and tags of their wallet.
-pub(crate) fn positions_from(
-    rows: Vec<PositionRow>,
-    wallets: &[Wallet],
-) -> Result<Vec<MarketPosition>, StoreError> {
-    let mut positions = rows
-        .into_iter()
-        .map(position_from)
-        .collect::<Result<Vec<_>, _>>()?;
-    label_positions(&mut positions, wallets);
-    Ok(positions)
-}
-
 /// A position row as the model's position, without its wallet's label and
 /// tags (see [`label_positions`]).
 pub(crate) fn position_from(r: PositionRow) -> Result<MarketPosition, StoreError> {

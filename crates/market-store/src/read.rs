@@ -92,26 +92,7 @@ impl Store {
                 .select(PositionTextRow::as_select())
                 .load_iter::<PositionTextRow, diesel::connection::DefaultLoadingMode>(conn)?
             {
-                let r = row?;
-                out.push(render(&MarketPositionText {
-                    address: &r.address,
-                    label: None,
-                    tags: &[],
-                    symbol: &r.symbol,
-                    direction: parse::<Direction>("position direction", &r.direction)?,
-                    position_value: r.position_value.plain(),
-                    liq_price: r.liq_price.as_ref().map(DecText::plain),
-                    observed_at: from_db_time(r.observed_at.0),
-                    leverage: r.leverage.plain(),
-                    size: r.size.plain(),
-                    size_unit: &r.symbol,
-                    u_pnl: r.upnl.plain(),
-                    u_pnl_pct: r.upnl_pct.plain(),
-                    entry_price: r.entry_price.plain(),
-                    mark_price: r.mark_price.plain(),
-                    margin: r.margin.plain(),
-                    funding_cost: r.funding_cost.plain(),
-                }));
+                out.push(render(&position_text(&row?)?));
             }
             Ok(())
         })?;
@@ -256,6 +237,70 @@ impl Store {
         meta: &SnapshotMeta,
         max_wallets: usize,
     ) -> Result<Option<VersionChanges>, StoreError> {
+        let changes = self.read_changes(from, meta, max_wallets, |conn, query, rewritten| {
+            let mut out = Vec::new();
+            for row in query
+                .order((positions::symbol, positions::address))
+                .select(PositionRow::as_select())
+                .load_iter::<PositionRow, diesel::connection::DefaultLoadingMode>(conn)?
+            {
+                let r = row?;
+                if !rewritten(&r.address) {
+                    return Ok(None);
+                }
+                out.push(position_from(r)?);
+            }
+            Ok(Some(out))
+        })?;
+        Ok(changes.map(|mut c| {
+            label_positions(&mut c.positions, &c.wallets);
+            c
+        }))
+    }
+
+    /// [`Store::load_changes`] for a running server: each position is
+    /// handed to `render` as its stored text, as
+    /// [`Store::load_for_serving`] does (no decimal parsed to be printed
+    /// again; the label and tags are the wallet's, not filled in).
+    pub fn load_changes_for_serving<T>(
+        &self,
+        from: i64,
+        meta: &SnapshotMeta,
+        max_wallets: usize,
+        render: impl Fn(&MarketPositionText<'_>) -> T,
+    ) -> Result<Option<VersionChanges<T>>, StoreError> {
+        self.read_changes(from, meta, max_wallets, |conn, query, rewritten| {
+            let mut out = Vec::new();
+            // No ORDER BY: the snapshot orders what it takes in.
+            for row in query
+                .select(PositionTextRow::as_select())
+                .load_iter::<PositionTextRow, diesel::connection::DefaultLoadingMode>(conn)?
+            {
+                let r = row?;
+                if !rewritten(&r.address) {
+                    return Ok(None);
+                }
+                out.push(render(&position_text(&r)?));
+            }
+            Ok(Some(out))
+        })
+    }
+
+    /// The changes from `from` to `meta`'s version (see
+    /// [`Store::load_changes`]), their positions read by `read` from the
+    /// filtered query of the changed positions; `read` answers `None` when a
+    /// position's wallet is not `rewritten` (the changes are then not whole).
+    fn read_changes<T>(
+        &self,
+        from: i64,
+        meta: &SnapshotMeta,
+        max_wallets: usize,
+        read: impl FnOnce(
+            &mut DbConnection,
+            PositionQuery,
+            &dyn Fn(&str) -> bool,
+        ) -> Result<Option<Vec<T>>, StoreError>,
+    ) -> Result<Option<VersionChanges<T>>, StoreError> {
         let v = meta.version;
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
@@ -282,13 +327,17 @@ impl Store {
             .order(wallets::address)
             .select(WalletRow::as_select())
             .load(conn)?;
-        let position_rows: Vec<PositionRow> = positions::table
+        let rewritten: std::collections::HashSet<&str> =
+            wallet_rows.iter().map(|w| w.address.as_str()).collect();
+        let query = positions::table
             .filter(positions::version.gt(from))
             .filter(positions::version.le(v))
             .filter(positions::valid_to.is_null().or(positions::valid_to.gt(v)))
-            .order((positions::symbol, positions::address))
-            .select(PositionRow::as_select())
-            .load(conn)?;
+            .into_boxed();
+        // A changed position of a wallet not rewritten: not whole changes.
+        let Some(positions) = read(conn, query, &|a| rewritten.contains(a))? else {
+            return Ok(None);
+        };
         let closed: Vec<String> = wallets::table
             .filter(wallets::valid_to.gt(from))
             .filter(wallets::valid_to.le(v))
@@ -318,17 +367,12 @@ impl Store {
         if present != 2 {
             return Ok(None);
         }
-        let rewritten: std::collections::HashSet<&str> =
-            wallet_rows.iter().map(|w| w.address.as_str()).collect();
         let closed_set: std::collections::HashSet<&str> =
             closed.iter().map(String::as_str).collect();
-        let whole = position_rows
+        if !closed_positions
             .iter()
-            .all(|p| rewritten.contains(p.address.as_str()))
-            && closed_positions
-                .iter()
-                .all(|a| closed_set.contains(a.as_str()));
-        if !whole {
+            .all(|a| closed_set.contains(a.as_str()))
+        {
             return Ok(None);
         }
         let removed: Vec<String> = closed
@@ -342,7 +386,6 @@ impl Store {
             .into_iter()
             .map(wallet_from)
             .collect::<Result<Vec<_>, _>>()?;
-        let positions = positions_from(position_rows, &wallets)?;
         let DataVersion {
             observed_at,
             markets,
@@ -365,7 +408,32 @@ impl Store {
     }
 }
 
-/// The filtered query of (half of) a version's positions, before its select.
+/// A position row read as text, as the model's text form (no label and
+/// tags: they are the wallet's).
+fn position_text(r: &PositionTextRow) -> Result<MarketPositionText<'_>, StoreError> {
+    Ok(MarketPositionText {
+        address: &r.address,
+        label: None,
+        tags: &[],
+        symbol: &r.symbol,
+        direction: parse::<Direction>("position direction", &r.direction)?,
+        position_value: r.position_value.plain(),
+        liq_price: r.liq_price.as_ref().map(DecText::plain),
+        observed_at: from_db_time(r.observed_at.0),
+        leverage: r.leverage.plain(),
+        size: r.size.plain(),
+        size_unit: &r.symbol,
+        u_pnl: r.upnl.plain(),
+        u_pnl_pct: r.upnl_pct.plain(),
+        entry_price: r.entry_price.plain(),
+        mark_price: r.mark_price.plain(),
+        margin: r.margin.plain(),
+        funding_cost: r.funding_cost.plain(),
+    })
+}
+
+/// The filtered query of (half of) the positions of a version (or of the
+/// changes between two), before its select.
 type PositionQuery = positions::BoxedQuery<'static, connection::MultiBackend>;
 
 /// A whole version's rows besides its positions.

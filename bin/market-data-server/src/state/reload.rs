@@ -131,7 +131,14 @@ pub fn changed_snapshot(
 ) -> Result<Option<(Snapshot, AppliedCounts)>, StoreError> {
     // A change of more than half the wallets (a scan, a re-seed) is
     // cheaper to load whole than to merge.
-    let Some(c) = store.load_changes(current.version, meta, current.wallet_count() / 2 + 1000)?
+    // Positions are rendered from their stored text as they are read, as
+    // for a whole load.
+    let Some(c) = store.load_changes_for_serving(
+        current.version,
+        meta,
+        current.wallet_count() / 2 + 1000,
+        RenderedPosition::from_text,
+    )?
     else {
         return Ok(None);
     };
@@ -139,7 +146,7 @@ pub fn changed_snapshot(
         changed: c.wallets.len(),
         removed: c.removed.len(),
     };
-    let next = current.apply(meta.version, c);
+    let next = current.apply_rendered(meta.version, c);
     Ok(Some((next, counts)))
 }
 
