@@ -18,7 +18,7 @@
 #   scripts/bench-own-node.sh [MINUTES] [WALLETS] [HOLDERS]   (defaults: 60, 1000000, 300000)
 #
 # PORT=N moves its four ports (default 18961-18964); TRACK_BIN runs another
-# build's `track`.
+# build's `track`, SERVE_BIN another build's `serve` (both servers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${1:-60}
@@ -40,7 +40,8 @@ python3 -c "import sys
 for i in range(int(sys.argv[1])): print(f'0x{0x5eed0000 + i:040x}')" "$WALLETS" > "$WORK/wallets.txt"
 track_db
 start_track "$FAKE" "$FAKE_WS" --weight-per-minute 1000000 --concurrency 16 --wallets "$WORK/wallets.txt"
-RUST_LOG=info "$BIN" serve --bind "$SERVE" --database-url "$DB" --access-log false 2> "$WORK/serve.log" &
+SERVE_BIN=${SERVE_BIN:-$BIN}
+RUST_LOG=info "$SERVE_BIN" serve --bind "$SERVE" --database-url "$DB" --access-log false 2> "$WORK/serve.log" &
 SERVER=$!
 
 rss() { awk "/$2/ {print int(\$2 / 1024)}" "/proc/$1/status"; }
@@ -64,7 +65,7 @@ PY
 done
 echo "track peak RSS: $(rss $TRACK VmHWM) MB; serve peak RSS: $(rss $SERVER VmHWM) MB" >&2
 start2=$(date +%s%N)
-RUST_LOG=info "$BIN" serve --bind "$SERVE2" --database-url "$DB" --access-log false 2> "$WORK/serve2.log" &
+RUST_LOG=info "$SERVE_BIN" serve --bind "$SERVE2" --database-url "$DB" --access-log false 2> "$WORK/serve2.log" &
 SERVER2=$!
 until curl -sf "http://$SERVE2/healthz" > /dev/null; do sleep 0.05; done
 echo "second serve: ready $(( ($(date +%s%N) - start2) / 1000000 )) ms after start, resident $(rss $SERVER2 VmRSS) MB, peak $(rss $SERVER2 VmHWM) MB" >&2

@@ -10,6 +10,11 @@
 # WEIGHT=N sets the budget of both sides (default 12000, an own node's
 # budget at which every wallet named is read within a minute), PORT=N
 # moves its two ports (default 18931-18932), TRACK_BIN runs another build.
+# HOLDERS=N runs the own-node set-up of scripts/bench-own-node.sh instead:
+# N of the WALLETS hold positions and every address comes as a wallet list
+# (set WEIGHT=1000000 with it). AT=end prints the heap held when `track` is
+# stopped (kill -9 at the end: what a steady run holds) instead of the heap
+# at its peak.
 # Needs heaptrack (apt-get install heaptrack) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,12 +27,22 @@ WEIGHT=${WEIGHT:-12000}
 source scripts/common.sh
 require heaptrack heaptrack_print python3 curl
 
+AT=${AT:-peak}
 release_workdir
-start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS" --weight-per-minute "$WEIGHT"
+OWN_NODE=()
+if [ -n "${HOLDERS:-}" ]; then
+  start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS" --holders "$HOLDERS" --max-positions 7 \
+    --weight-per-minute 0
+  python3 -c "import sys
+for i in range(int(sys.argv[1])): print(f'0x{0x5eed0000 + i:040x}')" "$WALLETS" > "$WORK/wallets.txt"
+  OWN_NODE=(--concurrency 16 --wallets "$WORK/wallets.txt")
+else
+  start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS" --weight-per-minute "$WEIGHT"
+fi
 track_db
 RUST_LOG=info heaptrack -o "$WORK/heap" "$TRACK_BIN" track --database-url "$DB" \
   --info-url "http://$FAKE/info" --ws-url "ws://$FAKE_WS/ws" \
-  --leaderboard-url "http://$FAKE/leaderboard" --weight-per-minute "$WEIGHT" \
+  --leaderboard-url "http://$FAKE/leaderboard" --weight-per-minute "$WEIGHT" "${OWN_NODE[@]}" \
   > "$WORK/heaptrack.out" 2>> "$WORK/track.log" &
 HEAPTRACK=$!
 sleep $((MINUTES * 60))
@@ -35,7 +50,7 @@ sleep $((MINUTES * 60))
 pid=$(pgrep -f "^$TRACK_BIN track --database-url $DB" | head -n 1)
 rss=$(awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$pid/status")
 hwm=$(awk '/VmHWM/ {print int($2 / 1024)}' "/proc/$pid/status")
-kill -TERM "$pid"
+if [ "$AT" = end ]; then kill -KILL "$pid"; else kill -TERM "$pid"; fi
 wait "$HEAPTRACK" || true
 registry=$(sqlite3 "$DB" 'select count(*) from wallet_registry' 2> /dev/null || echo '?')
 served=$(sqlite3 "$DB" 'select wallet_count, position_count from snapshots order by version desc limit 1' 2> /dev/null || echo '?')
@@ -43,9 +58,11 @@ echo "after $MINUTES min: RSS $rss MB (peak $hwm MB, heaptrack's own overhead in
 KEEP=${KEEP:-/tmp/track-heap}
 mkdir -p "$KEEP"
 cp "$WORK"/heap.* "$KEEP/"
-heaptrack_print -f "$WORK"/heap.*zst --flamegraph-cost-type peak -F "$KEEP/peak.txt" > /dev/null
-echo "heaptrack data and the peak's stacks kept in $KEEP" >&2
-python3 - "$KEEP/peak.txt" <<'PY'
+# The heap held when it was killed is what heaptrack calls leaked.
+cost=$([ "$AT" = end ] && echo leaked || echo peak)
+heaptrack_print -f "$WORK"/heap.*zst --flamegraph-cost-type "$cost" -F "$KEEP/$AT.txt" > /dev/null
+echo "heaptrack data and the stacks ($AT) kept in $KEEP" >&2
+python3 - "$KEEP/$AT.txt" "$AT" <<'PY'
 import re, sys
 from collections import Counter
 ours = re.compile(r"^(market_\w+|fake_exchange)::")
@@ -59,8 +76,9 @@ for line in open(sys.argv[1]):
     # The innermost frame of ours (the stack is outermost first).
     owner = next((f for f in reversed(frames) if ours.search(f)), "(no frame of ours)")
     by[owner[:110]] += n
-print(f"heap at the peak: {total / 2**20:.0f} MiB")
-print("| allocated in (innermost function of ours) | MiB at the peak | share |")
+at = "at the peak" if sys.argv[2] == "peak" else "held at the end"
+print(f"heap {at}: {total / 2**20:.0f} MiB")
+print(f"| allocated in (innermost function of ours) | MiB {at} | share |")
 print("|---|---|---|")
 for owner, n in by.most_common(20):
     print(f"| `{owner}` | {n / 2**20:.1f} | {100 * n / total:.0f} % |")
