@@ -866,6 +866,16 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 let started = std::time::Instant::now();
                 serve_metrics(addr, std::sync::Arc::new(move || metrics.render(started)))?;
             }
+            let publishes = tracker.clone();
+            crate::platform::trim_after_each_publish(
+                move || {
+                    publishes
+                        .stats
+                        .publishes
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                },
+                stop.clone(),
+            )?;
             eprintln!("tracking {info_url}; a data version is published every {publish_every} s");
             tracker.run();
         }
