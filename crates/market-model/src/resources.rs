@@ -188,6 +188,49 @@ pub struct MarketPositionText<'a> {
     pub funding_cost: PlainDecimal<'a>,
 }
 
+impl MarketPosition {
+    /// Hands `f` this position's text form, its decimals printed once (as
+    /// the database stores them): what a server reads back.
+    pub fn with_text<R>(&self, f: impl FnOnce(&MarketPositionText<'_>) -> R) -> R {
+        let text = [
+            &self.position_value,
+            &self.leverage,
+            &self.size,
+            &self.u_pnl,
+            &self.u_pnl_pct,
+            &self.entry_price,
+            &self.mark_price,
+            &self.margin,
+            &self.funding_cost,
+        ]
+        .map(|d| d.to_string());
+        let liq = self.liq_price.as_ref().map(Decimal::to_string);
+        // A decimal prints in plain notation (see `Decimal`'s Display).
+        fn plain(s: &str) -> PlainDecimal<'_> {
+            PlainDecimal::new(s).expect("decimals print plain")
+        }
+        f(&MarketPositionText {
+            address: &self.address,
+            label: self.label.as_deref(),
+            tags: &self.tags,
+            symbol: &self.symbol,
+            direction: self.direction,
+            position_value: plain(&text[0]),
+            liq_price: liq.as_deref().map(plain),
+            observed_at: self.observed_at,
+            leverage: plain(&text[1]),
+            size: plain(&text[2]),
+            size_unit: &self.size_unit,
+            u_pnl: plain(&text[3]),
+            u_pnl_pct: plain(&text[4]),
+            entry_price: plain(&text[5]),
+            mark_price: plain(&text[6]),
+            margin: plain(&text[7]),
+            funding_cost: plain(&text[8]),
+        })
+    }
+}
+
 /// Response of `GET /networks/{network}/markets/{asset}/whale-positions`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
@@ -554,45 +597,8 @@ mod tests {
                 Some("1.5"),
             ),
         ] {
-            let text: Vec<String> = [
-                &p.position_value,
-                &p.leverage,
-                &p.size,
-                &p.u_pnl,
-                &p.u_pnl_pct,
-                &p.entry_price,
-                &p.mark_price,
-                &p.margin,
-                &p.funding_cost,
-            ]
-            .iter()
-            .map(|d| d.to_string())
-            .collect();
-            let liq = p.liq_price.as_ref().map(Decimal::to_string);
-            fn plain(s: &str) -> PlainDecimal<'_> {
-                PlainDecimal::new(s).expect("decimals print plain")
-            }
-            let view = MarketPositionText {
-                address: &p.address,
-                label: p.label.as_deref(),
-                tags: &p.tags,
-                symbol: &p.symbol,
-                direction: p.direction,
-                position_value: plain(&text[0]),
-                liq_price: liq.as_deref().map(plain),
-                observed_at: p.observed_at,
-                leverage: plain(&text[1]),
-                size: plain(&text[2]),
-                size_unit: &p.size_unit,
-                u_pnl: plain(&text[3]),
-                u_pnl_pct: plain(&text[4]),
-                entry_price: plain(&text[5]),
-                mark_price: plain(&text[6]),
-                margin: plain(&text[7]),
-                funding_cost: plain(&text[8]),
-            };
             assert_eq!(
-                String::from_utf8(serde_json::to_vec(&view).unwrap()).unwrap(),
+                p.with_text(|view| String::from_utf8(serde_json::to_vec(view).unwrap()).unwrap()),
                 serde_json::to_string(&p).unwrap()
             );
         }

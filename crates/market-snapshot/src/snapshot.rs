@@ -1771,39 +1771,12 @@ mod tests {
     /// `p` as a server reads it back: rendered from its text, without its
     /// wallet's label and tags.
     fn read_back(p: &MarketPosition) -> RenderedPosition {
-        use market_model::{MarketPositionText, PlainDecimal};
-        let t = [
-            &p.position_value,
-            &p.leverage,
-            &p.size,
-            &p.u_pnl,
-            &p.u_pnl_pct,
-            &p.entry_price,
-            &p.mark_price,
-            &p.margin,
-            &p.funding_cost,
-        ]
-        .map(|d| d.to_string());
-        let liq = p.liq_price.as_ref().map(|d| d.to_string());
-        let d = |i: usize| PlainDecimal::new(&t[i]).unwrap();
-        RenderedPosition::from_text(&MarketPositionText {
-            address: &p.address,
-            label: None,
-            tags: &[],
-            symbol: &p.symbol,
-            direction: p.direction,
-            position_value: d(0),
-            liq_price: liq.as_deref().map(|s| PlainDecimal::new(s).unwrap()),
-            observed_at: p.observed_at,
-            leverage: d(1),
-            size: d(2),
-            size_unit: &p.size_unit,
-            u_pnl: d(3),
-            u_pnl_pct: d(4),
-            entry_price: d(5),
-            mark_price: d(6),
-            margin: d(7),
-            funding_cost: d(8),
+        p.with_text(|t| {
+            RenderedPosition::from_text(&market_model::MarketPositionText {
+                label: None,
+                tags: &[],
+                ..*t
+            })
         })
     }
 
