@@ -19,6 +19,8 @@ use market_model::{
 use time::OffsetDateTime;
 
 use crate::schema::{history_hourly, history_points, position_events, positions, wallets};
+use crate::connection::MultiBackend;
+use crate::event_stream;
 use crate::types::DbDecimal;
 use crate::{insert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
 
@@ -213,6 +215,7 @@ struct HourlyRow {
 #[derive(Insertable)]
 #[diesel(table_name = position_events)]
 struct EventRow {
+    seq: i64,
     at: i64,
     address: String,
     symbol: String,
@@ -366,9 +369,20 @@ fn write_points(conn: &mut DbConnection, at: i64, points: &[PointRow]) -> Result
 /// Writes events; an event with the same keys (an observation written
 /// again at the same instant) is replaced.
 fn write_events(conn: &mut DbConnection, events: &[PositionEvent]) -> Result<(), StoreError> {
-    let rows: Vec<EventRow> = events
-        .iter()
-        .map(|e| EventRow {
+    if events.is_empty() {
+        return Ok(());
+    }
+    // Numbered by time, then address, then symbol: the stream's order.
+    let mut ordered: Vec<&PositionEvent> = events.iter().collect();
+    ordered.sort_by(|a, b| {
+        (a.observed_at, &a.address, &a.symbol).cmp(&(b.observed_at, &b.address, &b.symbol))
+    });
+    let first = event_stream::take_numbers(conn, events.len())?;
+    let rows: Vec<EventRow> = ordered
+        .into_iter()
+        .zip(first..)
+        .map(|(e, seq)| EventRow {
+            seq,
             at: epoch_ms(e.observed_at),
             address: e.address.clone(),
             symbol: e.symbol.clone(),
@@ -575,8 +589,15 @@ fn prune(conn: &mut DbConnection, retention: Retention, at: i64) -> Result<(), S
         .execute(conn)?;
     diesel::delete(history_hourly::table.filter(history_hourly::hour.lt(hourly_from)))
         .execute(conn)?;
-    diesel::delete(position_events::table.filter(position_events::at.lt(events_from)))
-        .execute(conn)?;
+    let pruned: Option<i64> = position_events::table
+        .filter(position_events::at.lt(events_from))
+        .select(diesel::dsl::max(position_events::seq))
+        .first(conn)?;
+    if let Some(seq) = pruned {
+        event_stream::forget_through(conn, seq)?;
+        diesel::delete(position_events::table.filter(position_events::at.lt(events_from)))
+            .execute(conn)?;
+    }
     Ok(())
 }
 
@@ -601,6 +622,9 @@ pub(crate) fn replace_history(
 ) -> Result<(), StoreError> {
     diesel::delete(history_points::table).execute(conn)?;
     diesel::delete(history_hourly::table).execute(conn)?;
+    // Every event so far is gone: a stream resuming before now missed them.
+    let last = event_stream::last_number(conn)?;
+    event_stream::forget_through(conn, last)?;
     diesel::delete(position_events::table).execute(conn)?;
     let points_from = epoch_ms(now) - i64::from(retention.points_days) * DAY_MS;
     let rows = history
@@ -681,6 +705,45 @@ pub struct StoredEvent {
     pub symbol: String,
     /// The rendered `PositionEvent`.
     pub json: String,
+}
+
+/// A boxed query of `position_events` selecting `ST`.
+pub(crate) type EventQuery<ST> = position_events::BoxedQuery<'static, MultiBackend, ST>;
+
+/// `q` restricted by `filter` in SQL. The `minValue` floor is in whole
+/// micro-dollars, so it may admit events just under the minimum: pass each
+/// row through [`exact_match`].
+pub(crate) fn with_filter<ST>(mut q: EventQuery<ST>, filter: &EventFilter) -> EventQuery<ST> {
+    if let Some(s) = &filter.symbol {
+        q = q.filter(position_events::symbol.eq(s.clone()));
+    }
+    if let Some(a) = &filter.address {
+        q = q.filter(position_events::address.eq(a.clone()));
+    }
+    if let Some(k) = filter.kind {
+        q = q.filter(position_events::kind.eq(k.as_str()));
+    }
+    if let Some(m) = &filter.min_value {
+        q = q.filter(position_events::value_micro.ge(value_micro(&m.0)));
+    }
+    if let Some(from) = filter.from {
+        q = q.filter(position_events::at.ge(from));
+    }
+    if let Some(to) = filter.to {
+        q = q.filter(position_events::at.le(to));
+    }
+    q
+}
+
+/// Whether the stored event `json` passes `filter`'s exact `minValue`
+/// (the rest of the filter is exact in SQL).
+pub(crate) fn exact_match(filter: &EventFilter, json: &str) -> Result<bool, StoreError> {
+    let Some(min) = &filter.min_value else {
+        return Ok(true);
+    };
+    let ev: PositionEvent = serde_json::from_str(json)
+        .map_err(|err| StoreError::Corrupt(format!("position event: {err}")))?;
+    Ok(ev.previous_value.0.max(ev.value.0) >= min.0)
 }
 
 /// Filters of the position-event feed.
@@ -794,7 +857,6 @@ impl Store {
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let mut conn = self.conn()?;
         let conn: &mut DbConnection = &mut conn;
-        let floor = filter.min_value.as_ref().map(|m| value_micro(&m.0));
         let mut out: Vec<StoredEvent> = Vec::with_capacity(limit);
         let mut cursor: Option<(i64, String, String)> =
             after.map(|(a, b, c)| (a, b.to_owned(), c.to_owned()));
@@ -802,7 +864,7 @@ impl Store {
         // events within a micro-dollar below the minimum: those are dropped
         // here, and the next batch is read if that left the page short.
         loop {
-            let mut q = position_events::table
+            let q = position_events::table
                 .select((
                     position_events::at,
                     position_events::address,
@@ -810,24 +872,7 @@ impl Store {
                     position_events::body,
                 ))
                 .into_boxed();
-            if let Some(s) = &filter.symbol {
-                q = q.filter(position_events::symbol.eq(s.clone()));
-            }
-            if let Some(a) = &filter.address {
-                q = q.filter(position_events::address.eq(a.clone()));
-            }
-            if let Some(k) = filter.kind {
-                q = q.filter(position_events::kind.eq(k.as_str()));
-            }
-            if let Some(f) = floor {
-                q = q.filter(position_events::value_micro.ge(f));
-            }
-            if let Some(from) = filter.from {
-                q = q.filter(position_events::at.ge(from));
-            }
-            if let Some(to) = filter.to {
-                q = q.filter(position_events::at.le(to));
-            }
+            let mut q = with_filter(q, filter);
             if let Some((at, address, symbol)) = cursor.clone() {
                 q = q.filter(
                     position_events::at
@@ -855,14 +900,9 @@ impl Store {
                 .last()
                 .map(|e| (e.at, e.address.clone(), e.symbol.clone()));
             for e in batch {
-                if let Some(min) = &filter.min_value {
-                    let ev: PositionEvent = serde_json::from_str(&e.json)
-                        .map_err(|err| StoreError::Corrupt(format!("position event: {err}")))?;
-                    if ev.previous_value.0.clone().max(ev.value.0) < min.0 {
-                        continue;
-                    }
+                if exact_match(filter, &e.json)? {
+                    out.push(e);
                 }
-                out.push(e);
             }
             if !full || out.len() == limit {
                 return Ok(out);

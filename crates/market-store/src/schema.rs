@@ -261,5 +261,14 @@ diesel::table! {
         kind -> Text,
         value_micro -> BigInt,
         body -> Text,
+        seq -> BigInt,
+    }
+}
+
+diesel::table! {
+    event_sequence (id) {
+        id -> Integer,
+        last_seq -> BigInt,
+        pruned_through -> BigInt,
     }
 }

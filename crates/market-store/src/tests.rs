@@ -1074,3 +1074,95 @@ fn retention_drops_old_points_and_keeps_hours() {
         assert!(events.is_empty(), "{events:?}");
     }
 }
+
+#[test]
+fn events_are_numbered_in_write_order_and_replayed_after_a_number() {
+    use crate::{EventBounds, EventFilter, Retention};
+    for (store, _guard) in stores() {
+        let store = store.with_retention(Retention {
+            events_days: 2,
+            ..Retention::default()
+        });
+        assert_eq!(store.event_bounds().unwrap(), EventBounds::default());
+        let t0 = datetime!(2026-11-18 00:00:00 UTC);
+        write_at(
+            &store,
+            t0,
+            &[
+                sized("0xbb", "BTC", Direction::Long, "2"),
+                sized("0xaa", "ETH", Direction::Short, "5"),
+            ],
+        );
+        write_at(
+            &store,
+            t0 + time::Duration::hours(1),
+            &[
+                sized("0xbb", "BTC", Direction::Long, "3"),
+                sized("0xaa", "ETH", Direction::Short, "5"),
+            ],
+        );
+        // Three events, numbered 1..=3: an observation's events by address.
+        let all = store
+            .events_after(&EventFilter::default(), 0, 100)
+            .unwrap();
+        let kinds: Vec<(i64, String, String)> = all
+            .iter()
+            .map(|e| {
+                let v: serde_json::Value = serde_json::from_str(&e.json).unwrap();
+                (
+                    e.seq,
+                    v["address"].as_str().unwrap().to_owned(),
+                    v["kind"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (1, "0xaa".into(), "opened".into()),
+                (2, "0xbb".into(), "opened".into()),
+                (3, "0xbb".into(), "increased".into()),
+            ]
+        );
+        // After a number, with a limit, and filtered (minValue exactly).
+        let after = store
+            .events_after(&EventFilter::default(), 1, 1)
+            .unwrap();
+        assert_eq!(after.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
+        let big = store
+            .events_after(
+                &EventFilter {
+                    min_value: Some(d("3")),
+                    ..Default::default()
+                },
+                0,
+                100,
+            )
+            .unwrap();
+        assert_eq!(big.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(
+            store.event_bounds().unwrap(),
+            EventBounds {
+                last: 3,
+                pruned_through: 0
+            }
+        );
+        // Past two days the first observation's two are past retention: the
+        // bound says what was deleted, and numbers go on from 3.
+        write_at(
+            &store,
+            t0 + time::Duration::days(2) + time::Duration::minutes(30),
+            &[sized("0xbb", "BTC", Direction::Long, "1")],
+        );
+        let bounds = store.event_bounds().unwrap();
+        assert_eq!(bounds.pruned_through, 2, "{bounds:?}");
+        let left: Vec<i64> = store
+            .events_after(&EventFilter::default(), 0, 100)
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(left, (3..=bounds.last).collect::<Vec<_>>(), "{bounds:?}");
+        assert!(bounds.last > 3);
+    }
+}

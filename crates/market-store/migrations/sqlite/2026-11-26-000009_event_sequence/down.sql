@@ -1,0 +1,3 @@
+DROP TABLE event_sequence;
+DROP INDEX position_events_seq;
+ALTER TABLE position_events DROP COLUMN seq;
