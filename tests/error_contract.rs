@@ -409,8 +409,8 @@ async fn only_public_routes_answer_without_a_key(backend: Backend) {
         scanned += 1;
     }
     assert_eq!(
-        scanned, 28,
-        "13 operations under two prefixes, plus the health checks"
+        scanned, 30,
+        "14 operations under two prefixes, plus the health checks"
     );
     for public in [
         "/api-docs/openapi.json",

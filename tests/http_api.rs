@@ -11,6 +11,7 @@ mod scanner;
 mod schema_conformance;
 mod shutdown;
 mod slow_clients;
+mod stream;
 mod support;
 mod tracker;
 mod write_path;

@@ -48,7 +48,7 @@ fn every_operation_has_an_id_tag_summary_and_security() {
     }
     assert_eq!(
         ids.len(),
-        13 * 2 + 2,
-        "13 operations under two prefixes, plus healthz and readyz"
+        14 * 2 + 2,
+        "14 operations under two prefixes, plus healthz and readyz"
     );
 }

@@ -333,11 +333,12 @@ async fn track_discovers_serves_survives_kill_and_reconnects() {
     }
 }
 
-fn library_tracker(
+pub(crate) fn library_tracker(
     fake: &FakeExchange,
     store: Store,
     budget: u32,
     window: Duration,
+    intervals: Intervals,
 ) -> (Arc<Tracker>, Arc<AtomicBool>) {
     let stop = Arc::new(AtomicBool::new(false));
     let cfg = TrackConfig {
@@ -359,7 +360,7 @@ fn library_tracker(
             source_name: "track",
             counters: Default::default(),
         },
-        intervals: Intervals::default(),
+        intervals,
         candles: false,
         meta_every: Duration::from_secs(600),
     };
@@ -385,7 +386,7 @@ async fn track_stays_within_the_budget_and_backs_off_429s() {
     fake.ex.rate_limit_next.store(3, Ordering::SeqCst);
     let (store, _dir) = temp_store();
     let window = Duration::from_secs(2);
-    let (tracker, stop) = library_tracker(&fake, store.clone(), 160, window);
+    let (tracker, stop) = library_tracker(&fake, store.clone(), 160, window, Intervals::default());
     let run = {
         let tracker = tracker.clone();
         std::thread::spawn(move || tracker.run())
@@ -509,7 +510,13 @@ async fn a_truncated_leaderboard_adds_nothing_and_publishes_stay_whole() {
     let fake = fake_exchange::start(20, 20).await;
     fake.ex.truncate_leaderboard.store(true, Ordering::SeqCst);
     let (store, _dir) = temp_store();
-    let (tracker, stop) = library_tracker(&fake, store.clone(), 100_000, Duration::from_secs(60));
+    let (tracker, stop) = library_tracker(
+        &fake,
+        store.clone(),
+        100_000,
+        Duration::from_secs(60),
+        Intervals::default(),
+    );
     let run = {
         let tracker = tracker.clone();
         std::thread::spawn(move || tracker.run())
@@ -533,7 +540,13 @@ fn tracker_with(
     store: Store,
     adjust: impl FnOnce(&mut TrackConfig),
 ) -> (Arc<Tracker>, Arc<AtomicBool>) {
-    let (tracker, stop) = library_tracker(fake, store.clone(), 100_000, Duration::from_secs(60));
+    let (tracker, stop) = library_tracker(
+        fake,
+        store.clone(),
+        100_000,
+        Duration::from_secs(60),
+        Intervals::default(),
+    );
     let mut cfg = tracker.config().clone();
     drop(tracker);
     adjust(&mut cfg);

@@ -310,7 +310,7 @@ mod tests {
         }
         assert_eq!(
             shape(&root),
-            "\"/networks\", /networks/{network} [\"/markets\", \"/wallets\", \"/liquidity-levels\", \"/coverage\", \"/position-events\", /markets/{asset} [\"\", \"/whale-positions\", \"/candles\", \"/cohorts\", \"/history\"], /wallets/{address} [\"\", \"/history\"]]"
+            "\"/networks\", /networks/{network} [\"/markets\", \"/wallets\", \"/liquidity-levels\", \"/coverage\", \"/position-events\", \"/position-events/stream\", /markets/{asset} [\"\", \"/whale-positions\", \"/candles\", \"/cohorts\", \"/history\"], /wallets/{address} [\"\", \"/history\"]]"
         );
     }
 }

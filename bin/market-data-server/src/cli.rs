@@ -63,6 +63,9 @@ pub struct ServeArgs {
     /// Memory bound (MiB) of the cache of rendered pages of the database-backed endpoints (liquidity-levels, candles, history, position events, wallet detail) of the served data version (0 disables it). A page larger than a quarter of the bound is served but not cached.
     #[arg(long, env = "PAGE_CACHE_MB", default_value_t = 64)]
     pub page_cache_mb: usize,
+    /// Event streams (`/position-events/stream`) one API key may hold open at once; one more is a 429.
+    #[arg(long, env = "MAX_STREAMS_PER_KEY", default_value_t = crate::state::stream::MAX_STREAMS_PER_KEY)]
+    pub max_streams_per_key: usize,
     /// Log one line per request to stderr (log target `access`:
     /// `RUST_LOG=info,access=off` also turns it off). Lines are queued to a
     /// writer thread and written in batches, off the request path; if the
@@ -497,6 +500,8 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
             page_cache_bytes: args.page_cache_mb << 20,
             limits,
             db,
+            max_streams_per_key: args.max_streams_per_key,
+            ..Default::default()
         },
     )
     .context("loading the served data")?;

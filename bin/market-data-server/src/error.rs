@@ -66,6 +66,8 @@ pub enum ProblemKind {
     MethodNotAllowed,
     /// 406: the client does not accept JSON.
     NotAcceptable,
+    /// 410: a stream resumes from an event past retention.
+    Gone,
     /// 413: request body too large.
     PayloadTooLarge,
     /// 414/431 style: request line or headers too large.
@@ -88,6 +90,7 @@ impl ProblemKind {
             ProblemKind::NotFound => StatusCode::NOT_FOUND,
             ProblemKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ProblemKind::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+            ProblemKind::Gone => StatusCode::GONE,
             ProblemKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ProblemKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ProblemKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
@@ -104,6 +107,7 @@ impl ProblemKind {
             ProblemKind::NotFound => "urn:market-data:problem:not-found",
             ProblemKind::MethodNotAllowed => "urn:market-data:problem:method-not-allowed",
             ProblemKind::NotAcceptable => "urn:market-data:problem:not-acceptable",
+            ProblemKind::Gone => "urn:market-data:problem:gone",
             ProblemKind::PayloadTooLarge => "urn:market-data:problem:payload-too-large",
             ProblemKind::HeadersTooLarge => "urn:market-data:problem:headers-too-large",
             ProblemKind::RateLimited => "urn:market-data:problem:rate-limited",
@@ -120,6 +124,7 @@ impl ProblemKind {
             ProblemKind::NotFound => "Not found",
             ProblemKind::MethodNotAllowed => "Method not allowed",
             ProblemKind::NotAcceptable => "Not acceptable",
+            ProblemKind::Gone => "Gone past retention",
             ProblemKind::PayloadTooLarge => "Request body too large",
             ProblemKind::HeadersTooLarge => "Request headers too large",
             ProblemKind::RateLimited => "Too many requests",

@@ -5,7 +5,7 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::http::ConnectionType;
 use actix_web::middleware::Next;
-use actix_web::{web, Error, HttpResponse, ResponseError};
+use actix_web::{web, Error, HttpMessage, HttpResponse, ResponseError};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,6 +16,7 @@ use crate::access_log::AccessLog;
 use crate::app::{ApiPrefix, RoutePattern};
 use crate::error::{problem_response, ApiError, ProblemKind, PROBLEM_JSON};
 use crate::ratelimit::{self, Verdict};
+use crate::routes::stream::is_stream_path;
 use crate::state::{AppState, Lane, UsageEndpoint};
 use crate::tokens;
 
@@ -60,10 +61,15 @@ fn kind_for_status(status: u16) -> ProblemKind {
 /// in `X-Request-Id`, closes connections once the server is stopping, and
 /// queues the access-log line.
 pub async fn request_context(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let start = Instant::now();
+    // An event stream is not compressed: a compressor per open stream would
+    // cost hundreds of KB each, and it would hold back events until flushed.
+    if is_stream_path(req.path()) {
+        req.headers_mut().remove(header::ACCEPT_ENCODING);
+    }
     // Kept as the header value it is echoed in: no string per request.
     let request_id = req
         .headers()
@@ -197,7 +203,8 @@ pub async fn guard_api<B: MessageBody + 'static>(
     req: ServiceRequest,
     next: Next<B>,
 ) -> Result<ServiceResponse<EitherBody<B>>, Error> {
-    if let Err(e) = require_json_accept(&req) {
+    let stream = is_stream_path(req.path());
+    if let Err(e) = require_json_accept(&req, stream) {
         return Ok(req.error_response(e).map_into_right_body());
     }
     let state = req
@@ -206,6 +213,10 @@ pub async fn guard_api<B: MessageBody + 'static>(
         .clone();
     match authenticate(&req, &state).await {
         Ok((token_id, own_limit, now)) => {
+            if stream {
+                // The stream bounds its open streams per key.
+                req.extensions_mut().insert(token_id);
+            }
             let verdict = state.limits.charge_token(token_id.0, own_limit).await;
             let res = match verdict {
                 Some(
@@ -275,6 +286,12 @@ fn client_ip(req: &ServiceRequest, state: &AppState) -> Option<std::net::IpAddr>
 
 /// Whether an `Accept` header value admits a JSON response.
 pub fn accepts_json(accept: &str) -> bool {
+    accepts(accept, false)
+}
+
+/// Whether an `Accept` header value admits a JSON response, or with
+/// `event_stream` a `text/event-stream` one.
+fn accepts(accept: &str, event_stream: bool) -> bool {
     accept.split(',').any(|range| {
         let mut parts = range.split(';');
         let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
@@ -285,21 +302,27 @@ pub fn accepts_json(accept: &str) -> bool {
                 .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
         });
         !q_zero
-            && matches!(
+            && (matches!(
                 media.as_str(),
                 "*/*" | "application/*" | "application/json" | "application/problem+json" | ""
-            )
+            ) || (event_stream && matches!(media.as_str(), "text/event-stream" | "text/*")))
     })
 }
 
-/// 406 when `Accept` is present and excludes JSON (the only representation served).
-fn require_json_accept(req: &ServiceRequest) -> Result<(), ApiError> {
+/// 406 when `Accept` is present and excludes JSON (the only representation
+/// served, besides the event stream's `text/event-stream`).
+fn require_json_accept(req: &ServiceRequest, stream: bool) -> Result<(), ApiError> {
     let acceptable = req
         .headers()
         .get_all(header::ACCEPT)
-        .all(|v| v.to_str().is_ok_and(accepts_json));
+        .all(|v| v.to_str().is_ok_and(|v| accepts(v, stream)));
     if acceptable {
         Ok(())
+    } else if stream {
+        Err(ApiError::new(
+            ProblemKind::NotAcceptable,
+            "The event stream is served as `text/event-stream` (its problems as JSON); send `Accept: text/event-stream` (or omit Accept).",
+        ))
     } else {
         Err(ApiError::new(
             ProblemKind::NotAcceptable,
@@ -532,6 +555,9 @@ mod tests {
         ] {
             assert!(accepts_json(ok), "{ok:?}");
         }
+        assert!(accepts("text/event-stream", true));
+        assert!(!accepts("text/event-stream", false));
+        assert!(!accepts("text/event-stream;q=0", true));
         for bad in [
             "text/html",
             "text/csv, text/plain",

@@ -37,7 +37,7 @@ impl Modify for SecurityAddon {
         version = env!("CARGO_PKG_VERSION"),
         license(name = "MIT OR Apache-2.0")
     ),
-    components(schemas(Problem, InvalidParam)),
+    components(schemas(Problem, InvalidParam, market_model::DataVersionEvent, market_model::StreamEnd)),
     modifiers(&SecurityAddon),
     tags(
         (name = "networks", description = "Source networks."),
@@ -114,9 +114,16 @@ fn add_freshness(doc: &mut OpenApiDoc) {
         if !path.starts_with("/v1/") {
             continue;
         }
+        // A stream has no representation to tag or revalidate: only the
+        // rate-limit headers apply.
+        let stream = crate::routes::stream::is_stream_path(path);
         for op in [&mut item.get, &mut item.head].into_iter().flatten() {
             if let Some(RefOr::T(ok)) = op.responses.responses.get_mut("200") {
                 let text = || ObjectBuilder::new().schema_type(Type::String).into();
+                if stream {
+                    add_rate_limit_headers(ok);
+                    continue;
+                }
                 ok.headers.insert("ETag".into(), header("Tag of this representation: send it back in `If-None-Match` to get a 304 while nothing changed.", text()));
                 ok.headers.insert(
                     "Last-Modified".into(),
@@ -129,14 +136,7 @@ fn add_freshness(doc: &mut OpenApiDoc) {
                         ObjectBuilder::new().schema_type(Type::Integer).format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64))).minimum(Some(0)).into(),
                     ),
                 );
-                ok.headers.insert(
-                    "RateLimit-Policy".into(),
-                    header("The key's quota (draft-ietf-httpapi-ratelimit-headers): `\"token\";q=1200;w=60` is 1200 requests per 60 s. Absent when rate limits are off.", text()),
-                );
-                ok.headers.insert(
-                    "RateLimit".into(),
-                    header("What is left of the quota: `\"token\";r=1187;t=1` is 1187 requests now, the whole quota back in 1 s. Absent when rate limits are off.", text()),
-                );
+                add_rate_limit_headers(ok);
                 ok.headers.insert(
                     "Cache-Control".into(),
                     header(
@@ -159,12 +159,27 @@ fn add_freshness(doc: &mut OpenApiDoc) {
     }
 }
 
+/// The rate-limit headers of an answer to an authenticated request.
+fn add_rate_limit_headers(ok: &mut Response) {
+    let text = || ObjectBuilder::new().schema_type(Type::String).into();
+    ok.headers.insert(
+        "RateLimit-Policy".into(),
+        header("The key's quota (draft-ietf-httpapi-ratelimit-headers): `\"token\";q=1200;w=60` is 1200 requests per 60 s. Absent when rate limits are off.", text()),
+    );
+    ok.headers.insert(
+        "RateLimit".into(),
+        header("What is left of the quota: `\"token\";r=1187;t=1` is 1187 requests now, the whole quota back in 1 s. Absent when rate limits are off.", text()),
+    );
+}
+
 fn problem_example(status: &str, path: &str) -> Value {
     let (kind, detail) = match status {
         "400" => (ProblemKind::InvalidParameter, ""),
         "401" => (ProblemKind::Unauthorized, "The X-API-Key header is missing; send your API key (it starts with `mds_`) in X-API-Key."),
         "404" => (ProblemKind::NotFound, "Unknown asset `BTCX`; symbols are case-sensitive (e.g. BTC, kPEPE, xyz:TSLA); GET /v1/networks/perpnet/markets lists them."),
+        "406" if crate::routes::stream::is_stream_path(path) => (ProblemKind::NotAcceptable, "The event stream is served as `text/event-stream` (its problems as JSON); send `Accept: text/event-stream` (or omit Accept)."),
         "406" => (ProblemKind::NotAcceptable, "This API only serves JSON; send `Accept: application/json` (or omit Accept)."),
+        "410" => (ProblemKind::Gone, "The events after id 1200 are no longer stored (past the writer's retention, 90 days by default, or removed by a re-seed); resume from id 5400 (`since=5400`), or connect without Last-Event-ID and `since` for live events only."),
         "413" => (ProblemKind::PayloadTooLarge, "The request body is 1048576 bytes; this read-only API takes no body (at most 65536 bytes are accepted)."),
         "431" => (ProblemKind::HeadersTooLarge, "The request headers total 20480 bytes; at most 16384 bytes are accepted."),
         "429" => (ProblemKind::RateLimited, "This API key has used its 1200 requests a minute; retry after 3 s."),

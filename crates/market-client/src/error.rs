@@ -133,6 +133,8 @@ pub enum ProblemKind {
     MethodNotAllowed,
     /// 406: the request does not accept JSON.
     NotAcceptable,
+    /// 410: a stream resumed from an event past retention.
+    Gone,
     /// 413: request body too large.
     PayloadTooLarge,
     /// 431: request headers too large.
@@ -157,6 +159,7 @@ impl ProblemKind {
             Some("not-found") => ProblemKind::NotFound,
             Some("method-not-allowed") => ProblemKind::MethodNotAllowed,
             Some("not-acceptable") => ProblemKind::NotAcceptable,
+            Some("gone") => ProblemKind::Gone,
             Some("payload-too-large") => ProblemKind::PayloadTooLarge,
             Some("headers-too-large") => ProblemKind::HeadersTooLarge,
             Some("rate-limited") => ProblemKind::RateLimited,

@@ -324,6 +324,42 @@ pub struct PositionEventList {
     pub next_cursor: Option<String>,
 }
 
+/// The `data-version` event of the position-event stream: sent when a
+/// client connects (every market, as served then) and at each new data
+/// version (the markets whose figures changed), so that a dashboard never
+/// polls the market list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DataVersionEvent {
+    /// The data version now served (the `X-Data-Version` of answers from now on).
+    #[cfg_attr(feature = "openapi", schema(example = 1842))]
+    pub version: i64,
+    /// When the data version was observed.
+    #[serde(with = "rfc3339_utc")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime, example = "2026-11-22T01:59:00Z"))]
+    pub observed_at: OffsetDateTime,
+    /// The markets, each the same object as a market-list item: all of them
+    /// (or the `asset` filter's) on connect, then those that changed.
+    pub markets: Vec<crate::Market>,
+}
+
+/// The last event of a stream the server ends: `event: lagged` (the client
+/// fell too far behind) or `event: closing` (the server is stopping). Its
+/// `id:` is `resumeFrom`, so an `EventSource` resumes there by itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct StreamEnd {
+    /// Why the stream ends.
+    #[cfg_attr(feature = "openapi", schema(example = "lagged"))]
+    pub reason: String,
+    /// Reconnect with this as `Last-Event-ID` (or `since`) to lose nothing:
+    /// every event up to it was sent or did not pass the filters.
+    #[cfg_attr(feature = "openapi", schema(example = "1200"))]
+    pub resume_from: String,
+}
+
 /// Response of `GET /networks/{network}/wallets/{address}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

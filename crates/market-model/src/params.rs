@@ -143,6 +143,40 @@ impl<'de> Deserialize<'de> for Instant {
     }
 }
 
+/// The id of a streamed position event (its `id:` field, and what
+/// `Last-Event-ID` and `since` take): a non-negative decimal integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventId(pub i64);
+
+impl EventId {
+    /// Parses the text of an id; the error says what is accepted.
+    pub fn parse(v: &str) -> Result<EventId, String> {
+        let v = v.trim();
+        if !v.is_empty() && v.len() <= 18 && v.bytes().all(|b| b.is_ascii_digit()) {
+            if let Ok(id) = v.parse::<i64>() {
+                return Ok(EventId(id));
+            }
+        }
+        Err(format!(
+            "must be the `id` of a streamed event: a decimal integer from 0 (0: every stored event); got `{}`",
+            printable(v)
+        ))
+    }
+}
+
+impl Serialize for EventId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        EventId::parse(&text).map_err(de::Error::custom)
+    }
+}
+
 /// A calendar date given as `YYYY-MM-DD`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Day(pub Date);
@@ -323,6 +357,8 @@ param_schema!(Cursor => schema::cursor());
 param_schema!(Instant => schema::instant());
 #[cfg(feature = "openapi")]
 param_schema!(Day => schema::date());
+#[cfg(feature = "openapi")]
+param_schema!(EventId => schema::event_id());
 #[cfg(feature = "openapi")]
 param_schema!(Amount => schema::amount());
 #[cfg(feature = "openapi")]
@@ -590,6 +626,36 @@ pub struct EventsQuery {
     pub cursor: Option<Cursor>,
 }
 
+/// Query of `GET /v1/networks/{network}/position-events/stream`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EventStreamQuery {
+    /// Only this asset (network or canonical symbol); `data-version` events then carry only its market.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline, example = "BTC"))]
+    pub asset: Option<AssetSymbol>,
+    /// Only this wallet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline))]
+    pub address: Option<WalletAddress>,
+    /// Only this kind of event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline))]
+    pub kind: Option<EventKind>,
+    /// Only events whose larger side (`max(previousValue, value)`) is at least this many USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline, example = "1000000"))]
+    pub min_value: Option<Amount>,
+    /// Replay the stored events after this event id first (`0`: every stored event), as
+    /// `Last-Event-ID` does; the header wins when both are given. Without either, the stream
+    /// starts with the events published after it connects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(inline, example = "1200"))]
+    pub since: Option<EventId>,
+}
+
 /// The exact OpenAPI schema of each parameter: types, enums, defaults and bounds.
 #[cfg(feature = "openapi")]
 pub mod schema {
@@ -685,6 +751,10 @@ pub mod schema {
             .item(string(None, Some("^(0|[1-9][0-9]{0,13})$"), None))
             .into()
     }
+    /// A streamed event's id: a decimal integer.
+    pub fn event_id() -> Schema {
+        string(None, Some("^[0-9]{1,18}$"), None)
+    }
     /// A `YYYY-MM-DD` date.
     pub fn date() -> Schema {
         string(
@@ -698,6 +768,17 @@ pub mod schema {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_ids_are_decimal_integers() {
+        assert_eq!(EventId::parse("0"), Ok(EventId(0)));
+        assert_eq!(EventId::parse("1200"), Ok(EventId(1200)));
+        assert_eq!(EventId::parse(" 7 "), Ok(EventId(7)));
+        for bad in ["", "-1", "1.5", "abc", "9999999999999999999", "1e3"] {
+            let err = EventId::parse(bad).unwrap_err();
+            assert!(err.contains("decimal integer"), "{bad:?}: {err}");
+        }
+    }
 
     #[test]
     fn limits() {

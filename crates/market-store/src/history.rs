@@ -18,9 +18,9 @@ use market_model::{
 };
 use time::OffsetDateTime;
 
-use crate::schema::{history_hourly, history_points, position_events, positions, wallets};
 use crate::connection::MultiBackend;
 use crate::event_stream;
+use crate::schema::{history_hourly, history_points, position_events, positions, wallets};
 use crate::types::DbDecimal;
 use crate::{insert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
 

@@ -1102,9 +1102,7 @@ fn events_are_numbered_in_write_order_and_replayed_after_a_number() {
             ],
         );
         // Three events, numbered 1..=3: an observation's events by address.
-        let all = store
-            .events_after(&EventFilter::default(), 0, 100)
-            .unwrap();
+        let all = store.events_after(&EventFilter::default(), 0, 100).unwrap();
         let kinds: Vec<(i64, String, String)> = all
             .iter()
             .map(|e| {
@@ -1125,9 +1123,7 @@ fn events_are_numbered_in_write_order_and_replayed_after_a_number() {
             ]
         );
         // After a number, with a limit, and filtered (minValue exactly).
-        let after = store
-            .events_after(&EventFilter::default(), 1, 1)
-            .unwrap();
+        let after = store.events_after(&EventFilter::default(), 1, 1).unwrap();
         assert_eq!(after.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
         let big = store
             .events_after(

@@ -30,6 +30,7 @@ pub mod health;
 pub mod liquidity;
 pub mod markets;
 pub mod networks;
+pub mod stream;
 pub mod wallets;
 
 pub use health::Health;
@@ -130,6 +131,7 @@ pub static ENDPOINTS: LazyLock<Vec<Endpoint>> = LazyLock::new(|| {
             wallets::get_wallet,
             wallets::get_wallet_history,
             events::list_position_events,
+            stream::stream_position_events,
         ],
         Root: [health::healthz, health::readyz],
     }

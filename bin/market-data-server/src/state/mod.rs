@@ -1,5 +1,5 @@
 //! Shared state, by concern: the served snapshot and its reloader
-//! (`reload`), the rendered-page cache (`pages`), the token cache
+//! (`reload`), the event stream's hub (`stream`), the rendered-page cache (`pages`), the token cache
 //! (`tokens`) and token usage (`usage`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,6 +17,7 @@ use crate::error::ApiError;
 pub mod db;
 mod pages;
 pub mod reload;
+pub mod stream;
 mod tokens;
 mod usage;
 
@@ -47,6 +48,8 @@ pub struct AppState {
     pub limits: crate::ratelimit::RateLimits,
     /// The request path's way to the database.
     pub db: Arc<DbGuard>,
+    /// What the reloader pushes to open event streams.
+    pub stream: Arc<stream::EventHub>,
 }
 
 /// How a server state is set up.
@@ -58,6 +61,11 @@ pub struct StateOptions {
     pub limits: crate::ratelimit::LimitOptions,
     /// Database concurrency and the tokens' grace while it is down.
     pub db: DbOptions,
+    /// Event streams each API key may hold open.
+    pub max_streams_per_key: usize,
+    /// Messages of the event streams' shared buffer: a stream further
+    /// behind is closed ([`stream::BUFFER`]; tests make it small).
+    pub stream_buffer: usize,
 }
 
 impl Default for StateOptions {
@@ -66,6 +74,8 @@ impl Default for StateOptions {
             page_cache_bytes: PAGE_CACHE_BYTES,
             limits: Default::default(),
             db: Default::default(),
+            max_streams_per_key: stream::MAX_STREAMS_PER_KEY,
+            stream_buffer: stream::BUFFER,
         }
     }
 }
@@ -114,6 +124,8 @@ impl AppState {
             page_cache_bytes,
             limits,
             db,
+            max_streams_per_key,
+            stream_buffer,
         } = options;
         let reaper = reload::Reaper::start();
         let state = Arc::new(AppState {
@@ -129,6 +141,7 @@ impl AppState {
             last_load_ms: AtomicU64::new(0),
             metrics: crate::metrics::ServerMetrics::new(),
             limits: crate::ratelimit::RateLimits::new(limits),
+            stream: Arc::new(stream::EventHub::new(max_streams_per_key, stream_buffer)),
         });
         state.reload()?;
         Ok(state)
@@ -174,6 +187,8 @@ impl AppState {
     /// move on while the requests in flight finish.
     pub fn begin_shutdown(&self) {
         self.stopping.store(true, Ordering::Relaxed);
+        // Open event streams end with the id to resume from (elsewhere).
+        self.stream.close();
     }
 
     /// Whether a graceful stop began.

@@ -200,6 +200,17 @@ impl AppState {
         let previous = self.snapshot.swap(Arc::new(self.reaper.serve(snapshot)));
         let ready_ms = started.elapsed().as_millis();
         self.last_load_ms.store(ready_ms as u64, Ordering::Relaxed);
+        // Open event streams get the events stored since the last push and
+        // the markets that changed.
+        if let Err(e) = self
+            .stream
+            .publish(&self.store, &previous, &self.snapshot.load())
+        {
+            log::warn!(
+                "could not push data version {} to the event streams: {e}",
+                meta.version
+            );
+        }
         let retiring = previous.serial;
         drop(previous);
         self.pages.evict_before(meta.version);

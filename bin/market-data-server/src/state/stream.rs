@@ -1,0 +1,339 @@
+//! The event stream's hub: what the reloader pushes to every open stream
+//! when it serves a new data version, and the count of open streams per key.
+//!
+//! One broadcast channel carries it all, each message once for every
+//! client: the new events in number order (in chunks), then a
+//! `data-version` message. A client that falls more than [`BUFFER`]
+//! messages behind finds out when it next reads (`Lagged`) and is closed with
+//! the id to resume from; nothing is queued per client, so a slow consumer
+//! costs no memory beyond the shared buffer and never slows the reloader.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bigdecimal::BigDecimal;
+use bytes::Bytes;
+use market_model::{EventKind, PositionEvent};
+use market_snapshot::Snapshot;
+use market_store::{EventFilter, SequencedEvent, Store, StoreError};
+use tokio::sync::broadcast;
+
+/// Messages the shared buffer holds: at most `BUFFER × CHUNK` events.
+pub const BUFFER: usize = 1024;
+/// Events per message.
+pub const CHUNK: usize = 128;
+/// Default bound of open streams per API key (`--max-streams-per-key`).
+pub const MAX_STREAMS_PER_KEY: usize = 8;
+
+/// One position event as streamed: what the filters look at, and its frame.
+#[derive(Debug)]
+pub struct StreamEvent {
+    /// Its number: the frame's `id:`.
+    pub seq: i64,
+    /// Network symbol.
+    pub symbol: String,
+    /// Wallet address.
+    pub address: String,
+    /// What changed.
+    pub kind: EventKind,
+    /// `max(previousValue, value)`, USD: what `minValue` compares.
+    pub value: BigDecimal,
+    /// `id: …`, `event: position-event` and `data: {json}`, ready to write.
+    pub frame: Bytes,
+}
+
+impl StreamEvent {
+    /// The stream form of a stored event.
+    pub fn from_stored(e: &SequencedEvent) -> Result<StreamEvent, StoreError> {
+        let ev: PositionEvent = serde_json::from_str(&e.json)
+            .map_err(|err| StoreError::Corrupt(format!("position event {}: {err}", e.seq)))?;
+        Ok(StreamEvent {
+            seq: e.seq,
+            frame: frame("position-event", Some(e.seq), e.json.as_bytes()),
+            value: ev.previous_value.0.max(ev.value.0),
+            symbol: ev.symbol,
+            address: ev.address,
+            kind: ev.kind,
+        })
+    }
+
+    /// Whether it passes `filter` (exactly as the stored replay does).
+    pub fn passes(&self, filter: &EventFilter) -> bool {
+        filter.symbol.as_ref().is_none_or(|s| *s == self.symbol)
+            && filter.address.as_ref().is_none_or(|a| *a == self.address)
+            && filter.kind.is_none_or(|k| k == self.kind)
+            && filter.min_value.as_ref().is_none_or(|m| self.value >= m.0)
+    }
+}
+
+/// A data version as streamed: each market's JSON, to assemble per filter.
+#[derive(Debug)]
+pub struct VersionEvent {
+    /// The data version.
+    pub version: i64,
+    /// Its `observedAt`, rendered.
+    pub observed_at: String,
+    /// (symbol, market JSON) of the markets it carries.
+    pub markets: Vec<(String, Bytes)>,
+}
+
+impl VersionEvent {
+    /// Every market of `snapshot` (on connect), or only `symbol`'s.
+    pub fn whole(snapshot: &Snapshot, symbol: Option<&str>) -> VersionEvent {
+        VersionEvent {
+            version: snapshot.version,
+            observed_at: market_model::timestamp::format_utc(snapshot.observed_at),
+            markets: (0..snapshot.asset_count())
+                .map(|i| (&snapshot.market(i).symbol, snapshot.market_json(i)))
+                .filter(|(s, _)| symbol.is_none_or(|want| want == s.as_str()))
+                .map(|(s, json)| (s.clone(), Bytes::copy_from_slice(json)))
+                .collect(),
+        }
+    }
+
+    /// The markets of `next` whose JSON differs from `previous`'s.
+    pub fn changed(previous: &Snapshot, next: &Snapshot) -> VersionEvent {
+        let before: HashMap<&str, &[u8]> = (0..previous.asset_count())
+            .map(|i| (previous.market(i).symbol.as_str(), previous.market_json(i)))
+            .collect();
+        VersionEvent {
+            version: next.version,
+            observed_at: market_model::timestamp::format_utc(next.observed_at),
+            markets: (0..next.asset_count())
+                .map(|i| (&next.market(i).symbol, next.market_json(i)))
+                .filter(|(s, json)| before.get(s.as_str()) != Some(json))
+                .map(|(s, json)| (s.clone(), Bytes::copy_from_slice(json)))
+                .collect(),
+        }
+    }
+
+    /// Its `data-version` frame, with only `symbol`'s market when given.
+    pub fn frame(&self, symbol: Option<&str>) -> Bytes {
+        let mut data = format!(
+            "{{\"version\":{},\"observedAt\":\"{}\",\"markets\":[",
+            self.version, self.observed_at
+        )
+        .into_bytes();
+        let mut first = true;
+        for (s, json) in &self.markets {
+            if symbol.is_some_and(|want| want != s) {
+                continue;
+            }
+            if !first {
+                data.push(b',');
+            }
+            first = false;
+            data.extend_from_slice(json);
+        }
+        data.extend_from_slice(b"]}");
+        frame("data-version", None, &data)
+    }
+}
+
+/// An SSE frame: `id:` (when given), `event:` and one `data:` line (the JSON
+/// has no newline).
+pub fn frame(event: &str, id: Option<i64>, data: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + event.len() + 40);
+    if let Some(id) = id {
+        out.extend_from_slice(format!("id: {id}\n").as_bytes());
+    }
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(event.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n");
+    out.into()
+}
+
+/// What the hub pushes to every open stream.
+#[derive(Debug)]
+pub enum Push {
+    /// New events, in number order.
+    Events(Vec<StreamEvent>),
+    /// A new data version is served.
+    Version(VersionEvent),
+    /// The server is stopping: streams end (clients resume elsewhere).
+    Closing,
+}
+
+/// The hub of the event stream.
+pub struct EventHub {
+    sender: broadcast::Sender<Arc<Push>>,
+    /// The last event number pushed (or passed over while nobody listened).
+    pushed: AtomicI64,
+    max_per_key: usize,
+    per_key: Mutex<HashMap<i64, usize>>,
+    open: AtomicUsize,
+    lagged: AtomicU64,
+}
+
+impl EventHub {
+    /// A hub that lets each key open `max_per_key` streams, over a shared
+    /// buffer of `buffer` messages.
+    pub fn new(max_per_key: usize, buffer: usize) -> EventHub {
+        EventHub {
+            sender: broadcast::channel(buffer).0,
+            pushed: AtomicI64::new(0),
+            max_per_key,
+            per_key: Mutex::new(HashMap::new()),
+            open: AtomicUsize::new(0),
+            lagged: AtomicU64::new(0),
+        }
+    }
+
+    /// A receiver of everything pushed from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Push>> {
+        self.sender.subscribe()
+    }
+
+    /// A stream slot for `key`, or `None` when it has its
+    /// `--max-streams-per-key` open.
+    pub fn open(self: &Arc<Self>, key: i64) -> Option<StreamSlot> {
+        let mut per_key = self.per_key.lock().expect("never poisoned");
+        let n = per_key.entry(key).or_default();
+        if *n >= self.max_per_key {
+            return None;
+        }
+        *n += 1;
+        self.open.fetch_add(1, Ordering::Relaxed);
+        Some(StreamSlot {
+            hub: self.clone(),
+            key,
+        })
+    }
+
+    /// The bound of open streams per key.
+    pub fn max_per_key(&self) -> usize {
+        self.max_per_key
+    }
+
+    /// Open streams, and streams closed for lagging since start.
+    pub fn stats(&self) -> (usize, u64) {
+        (
+            self.open.load(Ordering::Relaxed),
+            self.lagged.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Counts a stream closed for lagging.
+    pub fn count_lagged(&self) {
+        self.lagged.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Pushes what serving `next` after `previous` brings: the events
+    /// stored since the last push, then the changed markets. Runs on the
+    /// reloader thread. With nobody listening, it only moves past the
+    /// stored events (a stream that connects later reads them from the store).
+    pub fn publish(
+        &self,
+        store: &Store,
+        previous: &Snapshot,
+        next: &Snapshot,
+    ) -> Result<(), StoreError> {
+        // The bound is read before the count: a stream subscribing after the
+        // count reads its own start after this bound, so nothing falls
+        // between the two (see `routes::stream`).
+        let bounds = store.event_bounds()?;
+        if self.sender.receiver_count() == 0 {
+            self.pushed.store(bounds.last, Ordering::Relaxed);
+            return Ok(());
+        }
+        let mut after = self.pushed.load(Ordering::Relaxed);
+        loop {
+            let stored = store.events_after(&EventFilter::default(), after, CHUNK)?;
+            let Some(last) = stored.last() else { break };
+            after = last.seq;
+            let full = stored.len() == CHUNK;
+            let events = stored
+                .iter()
+                .map(StreamEvent::from_stored)
+                .collect::<Result<Vec<_>, _>>()?;
+            // Fails only when nobody listens any more.
+            let _ = self.sender.send(Arc::new(Push::Events(events)));
+            self.pushed.store(after, Ordering::Relaxed);
+            if !full {
+                break;
+            }
+        }
+        let _ = self
+            .sender
+            .send(Arc::new(Push::Version(VersionEvent::changed(
+                previous, next,
+            ))));
+        Ok(())
+    }
+
+    /// Ends every open stream (the server is stopping).
+    pub fn close(&self) {
+        let _ = self.sender.send(Arc::new(Push::Closing));
+    }
+}
+
+/// An open stream of one key; frees its place when dropped.
+pub struct StreamSlot {
+    hub: Arc<EventHub>,
+    key: i64,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut per_key = self.hub.per_key.lock().expect("never poisoned");
+        if let Some(n) = per_key.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                per_key.remove(&self.key);
+            }
+        }
+        self.hub.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_one_data_line_with_an_optional_id() {
+        assert_eq!(
+            &frame("position-event", Some(12), b"{\"a\":1}")[..],
+            b"id: 12\nevent: position-event\ndata: {\"a\":1}\n\n"
+        );
+        assert_eq!(
+            &frame("data-version", None, b"{}")[..],
+            b"event: data-version\ndata: {}\n\n"
+        );
+    }
+
+    #[test]
+    fn a_version_frame_carries_the_filtered_markets() {
+        let v = VersionEvent {
+            version: 7,
+            observed_at: "2026-11-22T00:00:00Z".into(),
+            markets: vec![
+                ("BTC".into(), Bytes::from_static(b"{\"symbol\":\"BTC\"}")),
+                ("ETH".into(), Bytes::from_static(b"{\"symbol\":\"ETH\"}")),
+            ],
+        };
+        assert_eq!(
+            &v.frame(None)[..],
+            &b"event: data-version\ndata: {\"version\":7,\"observedAt\":\"2026-11-22T00:00:00Z\",\"markets\":[{\"symbol\":\"BTC\"},{\"symbol\":\"ETH\"}]}\n\n"[..]
+        );
+        assert_eq!(
+            &v.frame(Some("ETH"))[..],
+            &b"event: data-version\ndata: {\"version\":7,\"observedAt\":\"2026-11-22T00:00:00Z\",\"markets\":[{\"symbol\":\"ETH\"}]}\n\n"[..]
+        );
+    }
+
+    #[test]
+    fn slots_are_bounded_per_key_and_freed_on_drop() {
+        let hub = Arc::new(EventHub::new(2, BUFFER));
+        let a = hub.open(1).unwrap();
+        let _b = hub.open(1).unwrap();
+        assert!(hub.open(1).is_none());
+        let _other = hub.open(2).unwrap();
+        assert_eq!(hub.stats().0, 3);
+        drop(a);
+        assert!(hub.open(1).is_some());
+    }
+}
