@@ -153,7 +153,7 @@ async fn listed(app: &TestApp, query: &str) -> Vec<Value> {
             None => break,
         }
     }
-    out.sort_by_key(|e| key(e));
+    out.sort_by_key(key);
     out
 }
 
