@@ -356,6 +356,23 @@ crate::on_both_backends!(
     stream_problems_say_what_to_change,
 );
 
+#[tokio::test]
+async fn a_stopping_server_ends_its_streams_with_the_id_to_resume_from() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let mut s = Sse::open(&app, "", &[]).await;
+    assert_eq!(
+        s.next(Duration::from_secs(5)).await.unwrap().event,
+        "data-version"
+    );
+    app.state.begin_shutdown();
+    let end = s.next(Duration::from_secs(5)).await.unwrap();
+    let last = app.store.event_bounds().unwrap().last.to_string();
+    assert_eq!(end.event, "closing");
+    assert_eq!(end.id.as_ref(), Some(&last));
+    assert_eq!(end.data["resumeFrom"], last);
+    assert_eq!(s.next(Duration::from_secs(5)).await, None);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_consumer_is_cut_off_with_the_id_to_resume_from() {
     let db = seeded_database(Backend::Sqlite);
@@ -574,4 +591,65 @@ async fn live_events_reach_streams_and_reconnects_lose_nothing() {
     let from = received[0].data["observedAt"].as_str().unwrap().to_owned();
     let want = listed(&app, &format!("&from={from}")).await;
     assert_eq!(data(&received), want);
+}
+
+/// Two replicas on one PostgreSQL database: a version committed by a writer
+/// reaches the streams of both, woken by its notification rather than by
+/// their poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_streams_a_commit_soon_after_it() {
+    if pg_admin_url().is_none() {
+        eprintln!("TEST_DATABASE_URL is not set: the PostgreSQL variant is skipped");
+        return;
+    }
+    let a = spawn_app(Backend::Postgres).await;
+    let b = start_app(
+        Backend::Postgres,
+        TestDatabase::Shared(a.db.url().to_owned()),
+        PoolOptions::default(),
+    )
+    .await;
+    a.state.spawn_reloader();
+    b.state.spawn_reloader();
+    let mut streams = [Sse::open(&a, "", &[]).await, Sse::open(&b, "", &[]).await];
+    for s in &mut streams {
+        assert_eq!(
+            s.next(Duration::from_secs(5)).await.unwrap().event,
+            "data-version"
+        );
+    }
+    // A writer doubles one position (an `increased` event) in a new version.
+    let writer = Store::open(a.db.url(), PoolOptions::default()).unwrap();
+    let (address, symbol, committed) = tokio::task::spawn_blocking(move || {
+        let meta = writer.latest_snapshot().unwrap().unwrap();
+        let mut version = writer.load_snapshot(&meta).unwrap().version;
+        version.observed_at = time::OffsetDateTime::now_utc();
+        let p = &mut version.positions[0];
+        p.size = market_model::Decimal(&p.size.0 * bigdecimal::BigDecimal::from(2));
+        let key = (p.address.clone(), p.symbol.clone());
+        writer
+            .write_snapshot(
+                &SnapshotWrite {
+                    source: "demo",
+                    version: &version,
+                },
+                &mut |_, _, _| {},
+            )
+            .unwrap();
+        (key.0, key.1, Instant::now())
+    })
+    .await
+    .unwrap();
+    for s in &mut streams {
+        let f = loop {
+            let f = s.next(Duration::from_secs(10)).await.unwrap();
+            if f.event == "position-event" {
+                break f;
+            }
+        };
+        eprintln!("streamed {:?} after the commit", committed.elapsed());
+        assert_eq!(f.data["address"], address.as_str());
+        assert_eq!(f.data["symbol"], symbol.as_str());
+        assert_eq!(f.data["kind"], "increased");
+    }
 }

@@ -5,8 +5,9 @@ OpenAPI document cannot state.
   generated schema-valid requests that carry an invented `cursor` on the opaque-cursor
   endpoints are skipped (cursor validation has its own black-box tests).
 - liquidity-levels needs toDate >= fromDate and a window of at most 90 days.
-- candles needs the start (`cursor` or `from`) not after `to`; history and
-  position-events need `from` not after `to` (`to` defaults to now).
+- candles need the start (`cursor` or `from`) not after `to`, and history
+  and position-events `from` not after `to` (`to` defaults to now).
+The event stream is left out by the CI command (a 200 answer never ends).
 Everything else the document states is fuzzed as generated.
 """
 import datetime
@@ -67,7 +68,7 @@ def filter_case(ctx, case):
             return False
     if path.endswith("/candles"):
         start = _instant_ms(query.get("cursor")) if "cursor" in query else _instant_ms(query.get("from"))
-        end = _instant_ms(query.get("to"))
+        end = _instant_ms(query.get("to")) if "to" in query else int(datetime.datetime.now().timestamp() * 1000)
         if start is not None and end is not None and start > end:
             return False
     return True

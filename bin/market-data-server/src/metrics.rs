@@ -114,6 +114,8 @@ pub struct ServerMetrics {
     db_refused: IntCounterVec,
     db_renders: IntGaugeVec,
     redis_errors: IntCounter,
+    streams: IntGauge,
+    streams_lagged: IntCounter,
     /// Scrapes bring the sampled counters up one at a time.
     scrape: Mutex<()>,
 }
@@ -231,6 +233,16 @@ impl ServerMetrics {
                 "market_data_ratelimit_redis_errors_total",
                 "Rate-limit calls to Redis that failed (the server then limited on its own); 0 without --redis-url.",
             ),
+            streams: int_gauge(
+                &r,
+                "market_data_event_streams",
+                "Position-event streams open now.",
+            ),
+            streams_lagged: counter(
+                &r,
+                "market_data_event_streams_lagged_total",
+                "Event streams closed because their client fell too far behind (it resumes with the id of the last event).",
+            ),
             registry: r,
             scrape: Mutex::new(()),
         }
@@ -295,6 +307,9 @@ impl ServerMetrics {
         if let Some(shared) = &state.limits.options().shared {
             sync_counter(&self.redis_errors, shared.errors());
         }
+        let (streams, lagged) = state.stream.stats();
+        self.streams.set(streams as i64);
+        sync_counter(&self.streams_lagged, lagged);
         encode(&self.registry)
     }
 

@@ -6,6 +6,7 @@ pub mod connection;
 mod convert;
 pub mod event_stream;
 pub mod history;
+pub mod notify;
 mod read;
 pub mod registry;
 mod rows;
@@ -26,6 +27,7 @@ use time::Date;
 pub use connection::{BackendKind, ConnectionManager, DbConnection};
 pub use event_stream::{EventBounds, SequencedEvent};
 pub use history::{Bucket, EventFilter, HistoryWrite, Retention, Series, StoredEvent};
+pub use notify::VersionListener;
 pub use read::{LoadedSnapshot, SnapshotMeta};
 pub use registry::{RegistryEntry, Source as DiscoverySource};
 pub use scan_state::{TrackedPosition, WalletScanState};
@@ -254,6 +256,8 @@ pub(crate) use insert_chunked;
 #[derive(Clone)]
 pub struct Store {
     pool: r2d2::Pool<ConnectionManager>,
+    /// Opens connections outside the pool (a version listener's).
+    manager: ConnectionManager,
     retention: Retention,
     kind: BackendKind,
     #[cfg(feature = "test-support")]
@@ -294,9 +298,10 @@ impl Store {
             .max_size(options.max_size)
             .min_idle(Some(1))
             .connection_timeout(options.connection_timeout)
-            .build_unchecked(manager);
+            .build_unchecked(manager.clone());
         Ok(Store {
             pool,
+            manager,
             kind,
             retention: Retention::default(),
             #[cfg(feature = "test-support")]
@@ -307,6 +312,11 @@ impl Store {
     /// The backend in use.
     pub fn kind(&self) -> BackendKind {
         self.kind
+    }
+
+    /// The pool's connection manager (to open a connection of one's own).
+    pub(crate) fn pool_manager(&self) -> &ConnectionManager {
+        &self.manager
     }
 
     /// The connection pool now: (connections open, of which idle, most allowed).

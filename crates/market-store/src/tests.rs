@@ -1162,3 +1162,29 @@ fn events_are_numbered_in_write_order_and_replayed_after_a_number() {
         assert!(bounds.last > 3);
     }
 }
+
+#[test]
+fn a_committed_version_is_notified_to_listeners_and_a_rolled_back_one_is_not() {
+    use std::time::Duration;
+    for (store, _guard) in stores() {
+        let Some(mut listener) = store.listen_for_versions().unwrap() else {
+            assert_eq!(store.kind(), crate::BackendKind::Sqlite);
+            continue;
+        };
+        let t0 = datetime!(2026-11-18 00:00:00 UTC);
+        let version = write_at(&store, t0, &[sized("0xaa", "BTC", Direction::Long, "2")]);
+        assert_eq!(
+            listener.wait(Duration::from_secs(5)).unwrap(),
+            Some(version)
+        );
+        // A transaction that writes a version and rolls back notifies nobody.
+        let mut conn = store.conn().unwrap();
+        let rolled_back: Result<(), StoreError> = conn.transaction(|conn| {
+            crate::write::latest_version(conn)?;
+            crate::notify::notify_version(conn, version + 1)?;
+            Err(StoreError::Corrupt("rolled back on purpose".into()))
+        });
+        assert!(rolled_back.is_err());
+        assert_eq!(listener.wait(Duration::from_millis(300)).unwrap(), None);
+    }
+}

@@ -383,7 +383,7 @@ pub(crate) fn latest_version(conn: &mut DbConnection) -> Result<Option<i64>, Sto
 }
 
 /// Inserts the version row numbered `max(version) + 1`, its markets and its
-/// current levels; returns the version.
+/// current levels, and notifies servers of it at commit; returns the version.
 pub(crate) fn insert_version(
     conn: &mut DbConnection,
     source: &str,
@@ -417,6 +417,8 @@ pub(crate) fn insert_version(
         "current levels",
         progress
     );
+    // Sent at commit: servers serve it without waiting for their poll.
+    crate::notify::notify_version(conn, version)?;
     Ok(version)
 }
 

@@ -1,10 +1,11 @@
 //! Following the database: a thread that serves each new data version,
-//! applied as changes or loaded whole.
+//! applied as changes or loaded whole, woken by PostgreSQL's notice of a
+//! commit or by its poll.
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use market_snapshot::{RenderedPosition, Snapshot};
@@ -242,15 +243,25 @@ impl AppState {
         Ok(true)
     }
 
-    /// Polls for new data versions forever (runs on its own thread).
+    /// Serves new data versions forever (runs on its own thread): at once
+    /// when PostgreSQL notifies one (a listener thread wakes the reloader),
+    /// and by polling every [`RELOAD_INTERVAL`] either way.
     pub fn spawn_reloader(self: &Arc<Self>) {
+        let (wake, woken) = std::sync::mpsc::channel::<()>();
         let state = Arc::downgrade(self);
+        spawn_listener(&self.store, state.clone(), wake);
         std::thread::Builder::new()
             .name("snapshot-reloader".into())
             .spawn(move || {
                 lower_thread_priority(RELOADER_NICE);
                 loop {
-                    std::thread::sleep(RELOAD_INTERVAL);
+                    match woken.recv_timeout(RELOAD_INTERVAL) {
+                        // Several notices meanwhile are one reload.
+                        Ok(()) => while woken.try_recv().is_ok() {},
+                        Err(RecvTimeoutError::Timeout) => {}
+                        // No listener (SQLite, or it gave up): poll.
+                        Err(RecvTimeoutError::Disconnected) => std::thread::sleep(RELOAD_INTERVAL),
+                    }
                     let Some(state) = state.upgrade() else { return };
                     // While the database is down the probe watches it; the
                     // served version stays, and no warning a second.
@@ -266,6 +277,49 @@ impl AppState {
             })
             .expect("spawning a thread");
     }
+}
+
+/// On PostgreSQL, a thread that listens for new data versions and wakes the
+/// reloader; it reconnects after an error, and ends with the server state.
+fn spawn_listener(store: &Store, state: Weak<AppState>, wake: Sender<()>) {
+    if store.kind() != market_store::BackendKind::Postgres {
+        return;
+    }
+    let store = store.clone();
+    std::thread::Builder::new()
+        .name("version-listener".into())
+        .spawn(move || loop {
+            if state.strong_count() == 0 {
+                return;
+            }
+            let mut listener = match store.listen_for_versions() {
+                Ok(Some(listener)) => listener,
+                Ok(None) => return,
+                Err(e) => {
+                    log::debug!("cannot listen for new data versions ({e}); polling meanwhile");
+                    std::thread::sleep(RELOAD_INTERVAL);
+                    continue;
+                }
+            };
+            loop {
+                match listener.wait(RELOAD_INTERVAL) {
+                    Ok(Some(_)) => {
+                        if wake.send(()).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) if state.strong_count() == 0 => return,
+                    Ok(None) => {}
+                    Err(e) => {
+                        log::debug!(
+                            "the data-version listener lost its connection ({e}); reconnecting"
+                        );
+                        break;
+                    }
+                }
+            }
+        })
+        .expect("spawning a thread");
 }
 
 #[cfg(test)]
