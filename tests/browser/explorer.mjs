@@ -9,8 +9,11 @@
 // answer it was drawn from holds, that the liquidation map's totals equal
 // the API's, that no request leaves the origin, that the console stays
 // clean, that axe-core finds no WCAG 2.1 A/AA violation, and that the
-// market page is ready within 1 s and weighs at most 500 KB compressed.
+// market page is ready within 1 s and weighs at most 500 KB compressed. With
+// RESEED_CMD (a command that publishes a new data version), it checks that
+// the events page shows the published events live.
 // Screenshots go to OUT_DIR (default target/).
+import { execSync } from 'node:child_process';
 import { readFileSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { chromium } from 'playwright-core';
@@ -72,7 +75,8 @@ const answers = [];
 const reading = new Set();
 page.on('response', (r) => {
   const u = new URL(r.url());
-  if (!u.pathname.startsWith('/v1/') || !r.ok()) return;
+  // The event stream's body never ends.
+  if (!u.pathname.startsWith('/v1/') || u.pathname.endsWith('/stream') || !r.ok()) return;
   const read = r.json()
     .then((body) => { answers.push({ path: u.pathname, query: u.searchParams, body }); })
     .catch(() => { /* navigated away */ })
@@ -207,6 +211,8 @@ try {
   const cohorts = lastAnswer('/cohorts').body.items;
   check(await page.locator('[data-chart=cohorts] rect.cohort').count() === cohorts.length, `cohort chart draws ${cohorts.length} segments (${await page.locator('[data-chart=cohorts] rect.cohort').count()})`);
   check(await rows('section[aria-labelledby=coh-h]').count() === cohorts.length, 'cohort table lists every class and side');
+  await page.waitForFunction(() => document.querySelector('#live-h + [role=status]')?.textContent.startsWith('Live:'));
+  check(true, 'the market page follows the live stream of its asset');
   await axe('market page');
   await page.screenshot({ path: `${out}/explorer-market.png`, fullPage: true });
 
@@ -247,6 +253,17 @@ try {
   console.log('position events');
   await settled(() => page.click('nav a[data-nav=events]'));
   check(await rows('main').count() > 0, 'position events are listed');
+  await page.waitForFunction(() => document.querySelector('#live-h + [role=status]')?.textContent.startsWith('Live:'));
+  check(true, 'the events page follows the live stream');
+  if (process.env.RESEED_CMD) {
+    // A writer publishes while the page is open: its events appear in the
+    // Live panel without a reload.
+    const url = page.url();
+    execSync(process.env.RESEED_CMD, { stdio: 'ignore' });
+    await page.waitForFunction(() => document.querySelectorAll('#live-events tbody tr').length > 0, null, { timeout: 30_000 });
+    const live = await page.locator('#live-events tbody tr').count();
+    check(live > 0 && live <= 50 && page.url() === url, `${live} published events appeared live, without a reload`);
+  }
   await settled(() => page.selectOption('main .toolbar select >> nth=0', 'closed_near_liquidation'));
   const kinds = await rows('main').evaluateAll((trs) => trs.map((tr) => tr.cells[3].textContent));
   check(kinds.length > 0 && kinds.every((k) => k === 'closed near liquidation'), `kind filter: ${kinds.length} closed near liquidation`);

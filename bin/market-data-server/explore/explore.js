@@ -9,6 +9,9 @@
 //   #/wallets/{address}     one wallet
 //   #/events                position events
 //
+// The events page and a market page follow the event stream (a "Live"
+// panel): new events appear without a reload.
+//
 // `body[data-state]` is `loading` while any request of the page is under way,
 // `ready` when every section has rendered (data, an empty state or a
 // problem), and `key` while the key form is shown.
@@ -110,6 +113,80 @@
       cursor = page.nextCursor;
     } while (cursor);
     return out;
+  }
+
+  // ---------------------------------------------------------------- live events
+
+  // The open event stream of the page, if any: one at a time.
+  let live = null;
+
+  /**
+   * Follows the position-event stream with `params`, calling `onEvent` for
+   * each event and `onStatus` with a sentence on the connection. `fetch`,
+   * not EventSource: the key goes in a header. After a drop it resumes
+   * from the last id (Last-Event-ID), so no event is lost or repeated.
+   */
+  function follow(params, onEvent, onStatus) {
+    if (live) live.abort();
+    const controller = new AbortController();
+    live = controller;
+    const query = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v) query.set(k, v);
+    const url = `/v1${net('/position-events/stream')}${query.size ? `?${query}` : ''}`;
+    let last = null;
+    (async () => {
+      while (!controller.signal.aborted) {
+        const headers = { 'X-API-Key': sessionStorage.getItem(KEY) || '', Accept: 'text/event-stream' };
+        if (last) headers['Last-Event-ID'] = last;
+        try {
+          const res = await fetch(url, { headers, signal: controller.signal });
+          if (!res.ok) {
+            const body = await res.json().catch(() => null);
+            onStatus(`Live updates are off: ${(body && body.detail) || `HTTP ${res.status}`}`);
+            return;
+          }
+          onStatus('Live: new events appear here as they are published.');
+          const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+          let buffer = '';
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buffer += value;
+            let end;
+            while ((end = buffer.indexOf('\n\n')) >= 0) {
+              const block = buffer.slice(0, end);
+              buffer = buffer.slice(end + 2);
+              let event = null;
+              let data = null;
+              for (const line of block.split('\n')) {
+                if (line.startsWith('id: ')) last = line.slice(4);
+                else if (line.startsWith('event: ')) event = line.slice(7);
+                else if (line.startsWith('data: ')) data = line.slice(6);
+              }
+              if (event === 'position-event' && data) onEvent(JSON.parse(data));
+            }
+          }
+        } catch (e) {
+          if (controller.signal.aborted) return;
+        }
+        onStatus('Live updates paused; reconnecting…');
+        await new Promise((resolve) => { setTimeout(resolve, 2000); });
+      }
+    })();
+  }
+
+  /** A "Live" panel: the newest streamed events first, at most 50. */
+  function livePanel(params, { wallet = true } = {}) {
+    const status = h('p', { class: 'muted', role: 'status' }, 'Connecting to live updates…');
+    const rows = h('div', { id: 'live-events' });
+    const seen = [];
+    follow(params, (e) => {
+      seen.unshift(e);
+      seen.length = Math.min(seen.length, 50);
+      rows.replaceChildren(eventsTable(seen, { wallet }));
+    }, (text) => { status.textContent = text; });
+    return h('section', { class: 'panel', 'aria-labelledby': 'live-h' },
+      h('h2', { id: 'live-h' }, 'Live'), status, rows);
   }
 
   // ---------------------------------------------------------------- formatting
@@ -496,6 +573,8 @@
             (v) => { historyInterval = v; loadHistory(); })),
           history),
       h('section', { class: 'panel', 'aria-labelledby': 'coh-h' }, h('h2', { id: 'coh-h' }, 'Size classes'), cohorts)];
+    const liveSlot = h('div');
+    rest.push(liveSlot);
     main.replaceChildren(h('p', {}, h('a', { href: '#/' }, '← Markets')), title, cards);
 
     section(cards, async () => {
@@ -611,6 +690,7 @@
     });
 
     function startRest() {
+      liveSlot.replaceChildren(livePanel({ asset }));
       loadCandles();
       selectTab('today');
       loadWhales();
@@ -937,8 +1017,12 @@
   const eventQuery = { kind: '', minValue: '1000000', asset: '' };
   function eventsPage() {
     const list = h('div');
-    const reload = () => pager(list, (cursor) => api(net('/position-events'), { ...eventQuery, limit: 50, cursor }),
-      (page) => (page.items.length ? eventsTable(page.items) : empty('No event matches these filters.')));
+    const feed = h('div');
+    const reload = () => {
+      feed.replaceChildren(livePanel(eventQuery));
+      pager(list, (cursor) => api(net('/position-events'), { ...eventQuery, limit: 50, cursor }),
+        (page) => (page.items.length ? eventsTable(page.items) : empty('No event matches these filters.')));
+    };
     const asset = h('input', { id: 'event-asset', type: 'search', value: eventQuery.asset, placeholder: 'all', size: 10 });
     asset.addEventListener('change', () => { eventQuery.asset = asset.value.trim(); reload(); });
     main.replaceChildren(h('h1', {}, 'Position events'),
@@ -947,6 +1031,7 @@
         picker('Event', [['', 'All'], ['opened', 'Opened'], ['increased', 'Increased'], ['reduced', 'Reduced'], ['closed', 'Closed'], ['closed_near_liquidation', 'Closed near liquidation'], ['flipped', 'Flipped']], eventQuery.kind, (v) => { eventQuery.kind = v; reload(); }),
         picker('Minimum value', MIN_VALUES, eventQuery.minValue, (v) => { eventQuery.minValue = v; reload(); }),
         h('span', {}, h('label', { for: 'event-asset' }, 'Market'), asset)),
+      feed,
       list);
     reload();
   }
@@ -954,6 +1039,7 @@
   // ---------------------------------------------------------------- routing
 
   async function route() {
+    if (live) { live.abort(); live = null; }
     generation += 1;
     pending = 0;
     const gen = generation;
