@@ -14,8 +14,12 @@ use market_store::{SnapshotMeta, Store, StoreError};
 use super::AppState;
 use crate::platform::{lower_thread_priority, process_cpu, release_free_memory};
 
-/// How often a server checks the database for a new data version.
-pub const RELOAD_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a server checks the database for a new data version (a cheap
+/// query): on SQLite, the only way to learn of one; on PostgreSQL, besides
+/// the commit's notification.
+pub const RELOAD_INTERVAL: Duration = Duration::from_millis(250);
+/// How long the reloader waits after a failed reload before it tries again.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 /// How long a reload waits for in-flight requests to release the previous
 /// data version before it logs; the version is freed whenever its last
 /// holder lets go, on the reaper thread either way.
@@ -259,7 +263,7 @@ impl AppState {
                         // Several notices meanwhile are one reload.
                         Ok(()) => while woken.try_recv().is_ok() {},
                         Err(RecvTimeoutError::Timeout) => {}
-                        // No listener (SQLite, or it gave up): poll.
+                        // No listener (SQLite): poll.
                         Err(RecvTimeoutError::Disconnected) => std::thread::sleep(RELOAD_INTERVAL),
                     }
                     let Some(state) = state.upgrade() else { return };
@@ -270,7 +274,10 @@ impl AppState {
                     }
                     match state.reload() {
                         Err(e) if e.is_unavailable() => state.db.mark_down(&e.to_string()),
-                        Err(e) => log::warn!("could not reload the data version: {e}"),
+                        Err(e) => {
+                            log::warn!("could not reload the data version: {e}");
+                            std::thread::sleep(RETRY_AFTER_FAILURE);
+                        }
                         Ok(_) => {}
                     }
                 }
@@ -297,12 +304,12 @@ fn spawn_listener(store: &Store, state: Weak<AppState>, wake: Sender<()>) {
                 Ok(None) => return,
                 Err(e) => {
                     log::debug!("cannot listen for new data versions ({e}); polling meanwhile");
-                    std::thread::sleep(RELOAD_INTERVAL);
+                    std::thread::sleep(RETRY_AFTER_FAILURE);
                     continue;
                 }
             };
             loop {
-                match listener.wait(RELOAD_INTERVAL) {
+                match listener.wait(RETRY_AFTER_FAILURE) {
                     Ok(Some(_)) => {
                         if wake.send(()).is_err() {
                             return;
