@@ -17,7 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::error::{ApiError, InvalidParam, Problem, ProblemKind};
 use crate::http::{ApiPath, StrictQuery};
 use crate::middleware::TokenId;
-use crate::state::stream::{frame, Push, StreamEvent, VersionEvent};
+use crate::state::stream::{frame, Push, StreamEvent};
 use crate::state::{AppState, Lane};
 
 type Data = web::Data<AppState>;
@@ -36,6 +36,20 @@ const PROBE: Duration = Duration::from_secs(5);
 const REPLAY_PAGE: usize = 500;
 /// How long an `EventSource` waits before it reconnects, in ms (`retry:`).
 const RETRY_MS: u32 = 2000;
+/// The largest piece a stream hands to actix-web at once. actix-web copies
+/// a response's pieces into the connection's write buffer, and keeps that
+/// buffer's capacity (up to 128 KB) while the connection lives: pieces of
+/// at most 4 KB, each followed by a yield (which lets the buffer be
+/// written), keep it at its initial 8 KB. A 60 KB frame written whole
+/// would cost every open stream 64 KB for as long as it stays open.
+const PIECE: usize = 4096;
+
+/// `bytes` in pieces of at most [`PIECE`] (views of it, not copies).
+fn pieces(bytes: Bytes) -> impl Iterator<Item = Bytes> {
+    (0..bytes.len())
+        .step_by(PIECE)
+        .map(move |at| bytes.slice(at..(at + PIECE).min(bytes.len())))
+}
 
 /// Whether `path` is the event stream's.
 pub fn is_stream_path(path: &str) -> bool {
@@ -156,13 +170,16 @@ pub async fn stream_position_events(
         from: None,
         to: None,
     };
-    let opening = VersionEvent::whole(&snapshot, filter.symbol.as_deref()).frame(None);
+    let opening = hub.opening(&snapshot, filter.symbol.as_deref());
     drop(snapshot);
     let body = async_stream::stream! {
         let _slot = slot;
-        let mut hello = BytesMut::from(format!(": connected\nretry: {RETRY_MS}\n\n").as_bytes());
-        hello.extend_from_slice(&opening);
-        yield Ok::<Bytes, std::convert::Infallible>(hello.freeze());
+        yield Ok::<Bytes, std::convert::Infallible>(Bytes::from(format!(": connected\nretry: {RETRY_MS}\n\n")));
+        // Shared by the streams of the version: not copied per stream.
+        for piece in pieces(opening) {
+            yield Ok(piece);
+            tokio::task::yield_now().await;
+        }
         // Every event up to `floor` was sent or did not pass the filter.
         let mut floor = bounds.last;
         if let Some(after) = replay_after {
@@ -182,13 +199,12 @@ pub async fn stream_position_events(
                     yield Ok(end("unavailable", floor));
                     return;
                 };
-                let mut out = BytesMut::new();
                 for e in &page {
-                    out.extend_from_slice(&frame("position-event", Some(e.seq), e.json.as_bytes()));
+                    for piece in pieces(frame("position-event", Some(e.seq), e.json.as_bytes())) {
+                        yield Ok(piece);
+                        tokio::task::yield_now().await;
+                    }
                     floor = e.seq;
-                }
-                if !out.is_empty() {
-                    yield Ok(out.freeze());
                 }
                 if page.len() < REPLAY_PAGE {
                     break;
@@ -203,12 +219,17 @@ pub async fn stream_position_events(
                 pushed = receiver.recv() => match pushed {
                     Ok(push) => match &*push {
                         Push::Events(events) => {
-                            let out = passing(events, &filter, &mut floor);
-                            if !out.is_empty() {
-                                yield Ok(out);
+                            for piece in pieces(passing(events, &filter, &mut floor)) {
+                                yield Ok(piece);
+                                tokio::task::yield_now().await;
                             }
                         }
-                        Push::Version(v) => yield Ok(v.frame(filter.symbol.as_deref())),
+                        Push::Version(v) => {
+                            for piece in pieces(v.frame(filter.symbol.as_deref())) {
+                                yield Ok(piece);
+                                tokio::task::yield_now().await;
+                            }
+                        }
                         Push::Closing => {
                             yield Ok(end("closing", floor));
                             return;
@@ -326,6 +347,18 @@ mod tests {
             &passing(&events, &EventFilter::default(), &mut floor)[..],
             b"id: 3\n\nid: 4\n\nid: 5\n\nid: 6\n\n"
         );
+    }
+
+    #[test]
+    fn pieces_cover_the_bytes_in_order_and_are_bounded() {
+        let bytes = Bytes::from((0..10_000u32).map(|i| i as u8).collect::<Vec<u8>>());
+        let parts: Vec<Bytes> = pieces(bytes.clone()).collect();
+        assert_eq!(
+            parts.iter().map(Bytes::len).collect::<Vec<_>>(),
+            [4096, 4096, 1808]
+        );
+        assert_eq!(parts.concat(), bytes.to_vec());
+        assert_eq!(pieces(Bytes::new()).count(), 0);
     }
 
     #[test]

@@ -166,6 +166,9 @@ pub struct EventHub {
     per_key: Mutex<HashMap<i64, usize>>,
     open: AtomicUsize,
     lagged: AtomicU64,
+    /// The `data-version` frame with every market of the served version
+    /// (what an unfiltered stream gets on connect), made once per version.
+    opening: Mutex<Option<(i64, Bytes)>>,
 }
 
 impl EventHub {
@@ -179,6 +182,25 @@ impl EventHub {
             per_key: Mutex::new(HashMap::new()),
             open: AtomicUsize::new(0),
             lagged: AtomicU64::new(0),
+            opening: Mutex::new(None),
+        }
+    }
+
+    /// The `data-version` frame a stream gets on connect: every market of
+    /// `snapshot` (shared by every stream of the version), or only
+    /// `symbol`'s.
+    pub fn opening(&self, snapshot: &Snapshot, symbol: Option<&str>) -> Bytes {
+        if symbol.is_some() {
+            return VersionEvent::whole(snapshot, symbol).frame(None);
+        }
+        let mut opening = self.opening.lock().expect("never poisoned");
+        match &*opening {
+            Some((version, frame)) if *version == snapshot.version => frame.clone(),
+            _ => {
+                let frame = VersionEvent::whole(snapshot, None).frame(None);
+                *opening = Some((snapshot.version, frame.clone()));
+                frame
+            }
         }
     }
 
