@@ -14,6 +14,9 @@
 # Not run by CI.
 #
 #   scripts/bench-stream.sh [CLIENTS] [SECONDS] [WALLETS]   (defaults: 10000, 60, 20000)
+#
+# QUERY='?minValue=1000000' gives every client that filter (default: none,
+# every event to every client).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=${1:-10000}
@@ -47,7 +50,7 @@ detail() { wrk -t1 -c16 -d10s -H "X-API-Key: $TOKEN" "$DETAIL" | awk '/Requests\
 rss() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$SERVER/status"; }
 without=$(detail)
 rss_before=$(rss)
-"$RELEASE/streamfan" "$SERVE" "$TOKEN" "$CLIENTS" "$OPEN_SECONDS" "$DB" > "$WORK/fan.txt" &
+"$RELEASE/streamfan" "$SERVE" "$TOKEN" "$CLIENTS" "$OPEN_SECONDS" "$DB" "${QUERY:-}" > "$WORK/fan.txt" &
 FAN=$!
 sleep 20
 with=$(detail)

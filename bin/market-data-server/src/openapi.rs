@@ -37,7 +37,7 @@ impl Modify for SecurityAddon {
         version = env!("CARGO_PKG_VERSION"),
         license(name = "MIT OR Apache-2.0")
     ),
-    components(schemas(Problem, InvalidParam, market_model::DataVersionEvent, market_model::StreamEnd)),
+    components(schemas(Problem, InvalidParam, market_model::DataVersionEvent, market_model::MarketFigures, market_model::StreamEnd)),
     modifiers(&SecurityAddon),
     tags(
         (name = "networks", description = "Source networks."),

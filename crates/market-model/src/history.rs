@@ -339,9 +339,47 @@ pub struct DataVersionEvent {
     #[serde(with = "rfc3339_utc")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime, example = "2026-11-22T01:59:00Z"))]
     pub observed_at: OffsetDateTime,
-    /// The markets, each the same object as a market-list item: all of them
-    /// (or the `asset` filter's) on connect, then those that changed.
-    pub markets: Vec<crate::Market>,
+    /// The markets' live figures: all of them (or the `asset` filter's) on
+    /// connect, then those whose figures changed.
+    pub markets: Vec<MarketFigures>,
+}
+
+/// A market's live figures in a `data-version` event: the fields of the
+/// market-list item that the scanned wallets and the quote move.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct MarketFigures {
+    /// Network symbol.
+    #[cfg_attr(feature = "openapi", schema(example = "BTC"))]
+    pub symbol: String,
+    /// Current mark price, USD per asset unit.
+    pub price: Decimal,
+    /// Current open interest, USD.
+    pub open_interest: Decimal,
+    /// Scanned wallets with an open long position.
+    pub long_count: u64,
+    /// Scanned wallets with an open short position.
+    pub short_count: u64,
+    /// Sum of `positionValue` of the scanned long positions with a liquidation price, USD.
+    pub long_liquidation_value: Decimal,
+    /// Sum of `positionValue` of the scanned short positions with a liquidation price, USD.
+    pub short_liquidation_value: Decimal,
+}
+
+impl MarketFigures {
+    /// The figures of `m`.
+    pub fn of(m: &crate::Market) -> MarketFigures {
+        MarketFigures {
+            symbol: m.symbol.clone(),
+            price: m.price.clone(),
+            open_interest: m.open_interest.clone(),
+            long_count: m.long_count,
+            short_count: m.short_count,
+            long_liquidation_value: m.long_liquidation_value.clone(),
+            short_liquidation_value: m.short_liquidation_value.clone(),
+        }
+    }
 }
 
 /// The last event of a stream the server ends: `event: lagged` (the client

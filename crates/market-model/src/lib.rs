@@ -12,9 +12,9 @@ pub mod timestamp;
 pub use coverage::{ClassStaleness, MarketCoverage, NetworkCoverage, WalletFreshness};
 pub use decimal::{Decimal, ParseDecimalError, PlainDecimal};
 pub use history::{
-    BySizeClass, ClassSplit, Cohort, DataVersionEvent, Holding, MarketCohorts, MarketHistory,
-    MarketHistoryPoint, PositionEvent, PositionEventList, StreamEnd, WalletDetail, WalletHistory,
-    WalletHistoryPoint,
+    BySizeClass, ClassSplit, Cohort, DataVersionEvent, Holding, MarketCohorts, MarketFigures,
+    MarketHistory, MarketHistoryPoint, PositionEvent, PositionEventList, StreamEnd, WalletDetail,
+    WalletHistory, WalletHistoryPoint,
 };
 pub use query::{
     Coverage, Direction, EventKind, HistoryInterval, Interval, MarketSort, Side, SizeClass,

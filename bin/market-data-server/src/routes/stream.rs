@@ -17,7 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::error::{ApiError, InvalidParam, Problem, ProblemKind};
 use crate::http::{ApiPath, StrictQuery};
 use crate::middleware::TokenId;
-use crate::state::stream::{frame, Push, StreamEvent};
+use crate::state::stream::{frame, pieces, Push, StreamEvent};
 use crate::state::{AppState, Lane};
 
 type Data = web::Data<AppState>;
@@ -36,21 +36,6 @@ const PROBE: Duration = Duration::from_secs(5);
 const REPLAY_PAGE: usize = 500;
 /// How long an `EventSource` waits before it reconnects, in ms (`retry:`).
 const RETRY_MS: u32 = 2000;
-/// The largest piece a stream hands to actix-web at once. actix-web copies
-/// a response's pieces into the connection's write buffer, and keeps that
-/// buffer's capacity (up to 128 KB) while the connection lives: pieces of
-/// at most 4 KB, each followed by a yield (which lets the buffer be
-/// written), keep it at its initial 8 KB. A 60 KB frame written whole
-/// would cost every open stream 64 KB for as long as it stays open.
-const PIECE: usize = 4096;
-
-/// `bytes` in pieces of at most [`PIECE`] (views of it, not copies).
-fn pieces(bytes: Bytes) -> impl Iterator<Item = Bytes> {
-    (0..bytes.len())
-        .step_by(PIECE)
-        .map(move |at| bytes.slice(at..(at + PIECE).min(bytes.len())))
-}
-
 /// Whether `path` is the event stream's.
 pub fn is_stream_path(path: &str) -> bool {
     path.ends_with(STREAM_SUFFIX)
@@ -62,9 +47,10 @@ pub fn is_stream_path(path: &str) -> bool {
 /// version is served (within about a second of its commit). Filters as for the list: `asset`,
 /// `address`, `kind`, `minValue`. Each event is `event: position-event`, `id:` its number (ids
 /// grow; they order events) and `data:` the JSON item of the list. On connect and at each new data
-/// version comes `event: data-version` (no id): the version, its `observedAt` and the markets, each
-/// the market-list object: all of them on connect, then those whose figures changed (only the
-/// `asset` filter's market when given), so that a dashboard never polls `/markets`. A comment line
+/// version comes `event: data-version` (no id): the version, its `observedAt` and the markets' live
+/// figures (`MarketFigures`: price, open interest, long/short counts, liquidation values): all of
+/// them on connect, then those whose figures changed (only the `asset` filter's market when given),
+/// so that a dashboard never polls `/markets`. A comment line
 /// (`: heartbeat`) comes every 15 s.
 ///
 /// **Resume.** Send the last id seen as `Last-Event-ID` (an `EventSource` does this by itself) or
@@ -172,13 +158,17 @@ pub async fn stream_position_events(
     };
     let opening = hub.opening(&snapshot, filter.symbol.as_deref());
     drop(snapshot);
+    // No filter: the hub's pieces are sent as they are.
+    let everything = filter.symbol.is_none()
+        && filter.address.is_none()
+        && filter.kind.is_none()
+        && filter.min_value.is_none();
     let body = async_stream::stream! {
         let _slot = slot;
         yield Ok::<Bytes, std::convert::Infallible>(Bytes::from(format!(": connected\nretry: {RETRY_MS}\n\n")));
         // Shared by the streams of the version: not copied per stream.
-        for piece in pieces(opening) {
+        for piece in opening {
             yield Ok(piece);
-            tokio::task::yield_now().await;
         }
         // Every event up to `floor` was sent or did not pass the filter.
         let mut floor = bounds.last;
@@ -202,7 +192,6 @@ pub async fn stream_position_events(
                 for e in &page {
                     for piece in pieces(frame("position-event", Some(e.seq), e.json.as_bytes())) {
                         yield Ok(piece);
-                        tokio::task::yield_now().await;
                     }
                     floor = e.seq;
                 }
@@ -218,16 +207,26 @@ pub async fn stream_position_events(
             tokio::select! {
                 pushed = receiver.recv() => match pushed {
                     Ok(push) => match &*push {
-                        Push::Events(events) => {
-                            for piece in pieces(passing(events, &filter, &mut floor)) {
+                        Push::Events(chunk) if everything && chunk.starts_after(floor) => {
+                            // Every event, none sent yet: the hub's pieces, shared.
+                            for piece in chunk.packed.clone() {
                                 yield Ok(piece);
-                                tokio::task::yield_now().await;
+                            }
+                            floor = chunk.last_seq();
+                        }
+                        Push::Events(chunk) => {
+                            for piece in pieces(passing(&chunk.events, &filter, &mut floor)) {
+                                yield Ok(piece);
+                            }
+                        }
+                        Push::Version(v) if filter.symbol.is_none() => {
+                            for piece in v.packed.clone() {
+                                yield Ok(piece);
                             }
                         }
                         Push::Version(v) => {
                             for piece in pieces(v.frame(filter.symbol.as_deref())) {
                                 yield Ok(piece);
-                                tokio::task::yield_now().await;
                             }
                         }
                         Push::Closing => {
@@ -347,18 +346,6 @@ mod tests {
             &passing(&events, &EventFilter::default(), &mut floor)[..],
             b"id: 3\n\nid: 4\n\nid: 5\n\nid: 6\n\n"
         );
-    }
-
-    #[test]
-    fn pieces_cover_the_bytes_in_order_and_are_bounded() {
-        let bytes = Bytes::from((0..10_000u32).map(|i| i as u8).collect::<Vec<u8>>());
-        let parts: Vec<Bytes> = pieces(bytes.clone()).collect();
-        assert_eq!(
-            parts.iter().map(Bytes::len).collect::<Vec<_>>(),
-            [4096, 4096, 1808]
-        );
-        assert_eq!(parts.concat(), bytes.to_vec());
-        assert_eq!(pieces(Bytes::new()).count(), 0);
     }
 
     #[test]

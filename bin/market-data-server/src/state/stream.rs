@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bigdecimal::BigDecimal;
-use bytes::Bytes;
-use market_model::{EventKind, PositionEvent};
+use bytes::{Bytes, BytesMut};
+use market_model::{EventKind, MarketFigures, PositionEvent};
 use market_snapshot::Snapshot;
 use market_store::{EventFilter, SequencedEvent, Store, StoreError};
 use tokio::sync::broadcast;
@@ -25,6 +25,75 @@ pub const BUFFER: usize = 1024;
 pub const CHUNK: usize = 128;
 /// Default bound of open streams per API key (`--max-streams-per-key`).
 pub const MAX_STREAMS_PER_KEY: usize = 8;
+
+/// The largest piece a stream hands to actix-web at once. actix-web copies
+/// a response's pieces into the connection's write buffer, and keeps that
+/// buffer's capacity (up to 128 KB) while the connection lives. It writes
+/// the buffer out once it holds [`WRITE_BUFFER`] bytes (the server's
+/// `h1_write_buffer_size`), so pieces of at most 4,000 bytes keep it within
+/// its initial 8 KB. A 60 KB frame written whole would cost every open
+/// stream 64 KB for as long as it stays open.
+pub const PIECE: usize = 4000;
+/// How much a connection's write buffer holds before actix-web writes it
+/// out (the server's `h1_write_buffer_size`; actix-web's default is 32 KB).
+/// Only streamed bodies are affected: a whole body is written as it is.
+pub const WRITE_BUFFER: usize = 4096;
+
+/// `bytes` in pieces of at most [`PIECE`] (views of it, not copies).
+pub fn pieces(bytes: Bytes) -> impl Iterator<Item = Bytes> {
+    (0..bytes.len())
+        .step_by(PIECE)
+        .map(move |at| bytes.slice(at..(at + PIECE).min(bytes.len())))
+}
+
+/// `frames` packed into pieces of at most [`PIECE`] bytes, whole frames
+/// together (a larger frame is cut in pieces of its own).
+pub fn packed<'a>(frames: impl IntoIterator<Item = &'a Bytes>) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut piece = BytesMut::new();
+    for f in frames {
+        if piece.len() + f.len() > PIECE && !piece.is_empty() {
+            out.push(piece.split().freeze());
+        }
+        if f.len() > PIECE {
+            out.extend(pieces(f.clone()));
+        } else {
+            piece.extend_from_slice(f);
+        }
+    }
+    if !piece.is_empty() {
+        out.push(piece.freeze());
+    }
+    out
+}
+
+/// Events pushed at once, in number order, and their frames packed for the
+/// streams that take every event.
+#[derive(Debug)]
+pub struct EventChunk {
+    /// The events.
+    pub events: Vec<StreamEvent>,
+    /// Their frames, packed ([`packed`]).
+    pub packed: Vec<Bytes>,
+}
+
+impl EventChunk {
+    /// A chunk of `events` (at least one).
+    pub fn new(events: Vec<StreamEvent>) -> EventChunk {
+        let packed = packed(events.iter().map(|e| &e.frame));
+        EventChunk { events, packed }
+    }
+
+    /// Whether every event in it is numbered after `floor`.
+    pub fn starts_after(&self, floor: i64) -> bool {
+        self.events.first().is_some_and(|e| e.seq > floor)
+    }
+
+    /// The number of its last event.
+    pub fn last_seq(&self) -> i64 {
+        self.events.last().map_or(0, |e| e.seq)
+    }
+}
 
 /// One position event as streamed: what the filters look at, and its frame.
 #[derive(Debug)]
@@ -74,38 +143,43 @@ pub struct VersionEvent {
     pub version: i64,
     /// Its `observedAt`, rendered.
     pub observed_at: String,
-    /// (symbol, market JSON) of the markets it carries.
+    /// (symbol, `MarketFigures` JSON) of the markets it carries.
     pub markets: Vec<(String, Bytes)>,
+    /// Its frame with every market, in pieces ([`pieces`]).
+    pub packed: Vec<Bytes>,
 }
 
 impl VersionEvent {
     /// Every market of `snapshot` (on connect), or only `symbol`'s.
     pub fn whole(snapshot: &Snapshot, symbol: Option<&str>) -> VersionEvent {
-        VersionEvent {
-            version: snapshot.version,
-            observed_at: market_model::timestamp::format_utc(snapshot.observed_at),
-            markets: (0..snapshot.asset_count())
-                .map(|i| (&snapshot.market(i).symbol, snapshot.market_json(i)))
+        VersionEvent::new(
+            snapshot,
+            figures(snapshot)
                 .filter(|(s, _)| symbol.is_none_or(|want| want == s.as_str()))
-                .map(|(s, json)| (s.clone(), Bytes::copy_from_slice(json)))
                 .collect(),
-        }
+        )
     }
 
-    /// The markets of `next` whose JSON differs from `previous`'s.
+    fn new(snapshot: &Snapshot, markets: Vec<(String, Bytes)>) -> VersionEvent {
+        let mut v = VersionEvent {
+            version: snapshot.version,
+            observed_at: market_model::timestamp::format_utc(snapshot.observed_at),
+            markets,
+            packed: Vec::new(),
+        };
+        v.packed = pieces(v.frame(None)).collect();
+        v
+    }
+
+    /// The markets of `next` whose figures differ from `previous`'s.
     pub fn changed(previous: &Snapshot, next: &Snapshot) -> VersionEvent {
-        let before: HashMap<&str, &[u8]> = (0..previous.asset_count())
-            .map(|i| (previous.market(i).symbol.as_str(), previous.market_json(i)))
-            .collect();
-        VersionEvent {
-            version: next.version,
-            observed_at: market_model::timestamp::format_utc(next.observed_at),
-            markets: (0..next.asset_count())
-                .map(|i| (&next.market(i).symbol, next.market_json(i)))
-                .filter(|(s, json)| before.get(s.as_str()) != Some(json))
-                .map(|(s, json)| (s.clone(), Bytes::copy_from_slice(json)))
+        let before: HashMap<String, Bytes> = figures(previous).collect();
+        VersionEvent::new(
+            next,
+            figures(next)
+                .filter(|(s, json)| before.get(s) != Some(json))
                 .collect(),
-        }
+        )
     }
 
     /// Its `data-version` frame, with only `symbol`'s market when given.
@@ -131,6 +205,15 @@ impl VersionEvent {
     }
 }
 
+/// (symbol, rendered `MarketFigures`) of every market of `snapshot`.
+fn figures(snapshot: &Snapshot) -> impl Iterator<Item = (String, Bytes)> + '_ {
+    (0..snapshot.asset_count()).map(|i| {
+        let m = snapshot.market(i);
+        let json = serde_json::to_vec(&MarketFigures::of(m)).expect("model types serialize");
+        (m.symbol.clone(), Bytes::from(json))
+    })
+}
+
 /// An SSE frame: `id:` (when given), `event:` and one `data:` line (the JSON
 /// has no newline).
 pub fn frame(event: &str, id: Option<i64>, data: &[u8]) -> Bytes {
@@ -150,7 +233,7 @@ pub fn frame(event: &str, id: Option<i64>, data: &[u8]) -> Bytes {
 #[derive(Debug)]
 pub enum Push {
     /// New events, in number order.
-    Events(Vec<StreamEvent>),
+    Events(EventChunk),
     /// A new data version is served.
     Version(VersionEvent),
     /// The server is stopping: streams end (clients resume elsewhere).
@@ -168,7 +251,7 @@ pub struct EventHub {
     lagged: AtomicU64,
     /// The `data-version` frame with every market of the served version
     /// (what an unfiltered stream gets on connect), made once per version.
-    opening: Mutex<Option<(i64, Bytes)>>,
+    opening: Mutex<Option<(i64, Vec<Bytes>)>>,
 }
 
 impl EventHub {
@@ -186,20 +269,20 @@ impl EventHub {
         }
     }
 
-    /// The `data-version` frame a stream gets on connect: every market of
-    /// `snapshot` (shared by every stream of the version), or only
-    /// `symbol`'s.
-    pub fn opening(&self, snapshot: &Snapshot, symbol: Option<&str>) -> Bytes {
+    /// The `data-version` frame a stream gets on connect, in pieces: every
+    /// market of `snapshot` (shared by every stream of the version), or
+    /// only `symbol`'s.
+    pub fn opening(&self, snapshot: &Snapshot, symbol: Option<&str>) -> Vec<Bytes> {
         if symbol.is_some() {
-            return VersionEvent::whole(snapshot, symbol).frame(None);
+            return pieces(VersionEvent::whole(snapshot, symbol).frame(symbol)).collect();
         }
         let mut opening = self.opening.lock().expect("never poisoned");
         match &*opening {
-            Some((version, frame)) if *version == snapshot.version => frame.clone(),
+            Some((version, packed)) if *version == snapshot.version => packed.clone(),
             _ => {
-                let frame = VersionEvent::whole(snapshot, None).frame(None);
-                *opening = Some((snapshot.version, frame.clone()));
-                frame
+                let packed = VersionEvent::whole(snapshot, None).packed;
+                *opening = Some((snapshot.version, packed.clone()));
+                packed
             }
         }
     }
@@ -272,7 +355,9 @@ impl EventHub {
                 .map(StreamEvent::from_stored)
                 .collect::<Result<Vec<_>, _>>()?;
             // Fails only when nobody listens any more.
-            let _ = self.sender.send(Arc::new(Push::Events(events)));
+            let _ = self
+                .sender
+                .send(Arc::new(Push::Events(EventChunk::new(events))));
             self.pushed.store(after, Ordering::Relaxed);
             if !full {
                 break;
@@ -336,6 +421,7 @@ mod tests {
                 ("BTC".into(), Bytes::from_static(b"{\"symbol\":\"BTC\"}")),
                 ("ETH".into(), Bytes::from_static(b"{\"symbol\":\"ETH\"}")),
             ],
+            packed: Vec::new(),
         };
         assert_eq!(
             &v.frame(None)[..],
@@ -345,6 +431,38 @@ mod tests {
             &v.frame(Some("ETH"))[..],
             &b"event: data-version\ndata: {\"version\":7,\"observedAt\":\"2026-11-22T00:00:00Z\",\"markets\":[{\"symbol\":\"ETH\"}]}\n\n"[..]
         );
+    }
+
+    #[test]
+    fn pieces_cover_the_bytes_in_order_and_are_bounded() {
+        let bytes = Bytes::from((0..10_000u32).map(|i| i as u8).collect::<Vec<u8>>());
+        let parts: Vec<Bytes> = pieces(bytes.clone()).collect();
+        assert_eq!(
+            parts.iter().map(Bytes::len).collect::<Vec<_>>(),
+            [4000, 4000, 2000]
+        );
+        assert_eq!(parts.concat(), bytes.to_vec());
+        assert_eq!(pieces(Bytes::new()).count(), 0);
+    }
+
+    #[test]
+    fn frames_are_packed_whole_into_bounded_pieces() {
+        let small = Bytes::from(vec![b'a'; 1500]);
+        let big = Bytes::from(vec![b'b'; 9000]);
+        let frames = [
+            small.clone(),
+            small.clone(),
+            small.clone(),
+            big.clone(),
+            small.clone(),
+        ];
+        let out = packed(frames.iter());
+        assert_eq!(
+            out.iter().map(Bytes::len).collect::<Vec<_>>(),
+            [3000, 1500, 4000, 4000, 1000, 1500]
+        );
+        assert!(out.iter().all(|p| p.len() <= PIECE));
+        assert_eq!(out.concat(), frames.concat());
     }
 
     #[test]
