@@ -51,7 +51,8 @@ pub fn is_stream_path(path: &str) -> bool {
 /// figures (`MarketFigures`: price, open interest, long/short counts, liquidation values): all of
 /// them on connect, then those whose figures changed (only the `asset` filter's market when given),
 /// so that a dashboard never polls `/markets`. A comment line
-/// (`: heartbeat`) comes every 15 s.
+/// (`: heartbeat`) with `id:` the resume point comes every 15 s (no event is dispatched; an
+/// `EventSource` takes the id as its last event id).
 ///
 /// **Resume.** Send the last id seen as `Last-Event-ID` (an `EventSource` does this by itself) or
 /// `since`: the stored events after it come first (events are kept 90 days), then the live ones,
@@ -77,7 +78,7 @@ pub fn is_stream_path(path: &str) -> bool {
         ("Last-Event-ID" = Option<String>, Header, description = "The id of the last event received: resume after it (wins over `since`). A decimal integer."),
     ),
     responses(
-        (status = 200, description = "The stream: `position-event` events (data: `PositionEvent`), `data-version` events (data: `DataVersionEvent`), and a last `lagged` or `closing` event (data: `StreamEnd`) when the server ends it.", content_type = "text/event-stream", body = String, example = json!(": connected\nretry: 2000\n\nevent: data-version\ndata: {\"version\":1842,\"observedAt\":\"2026-11-22T01:59:00Z\",\"markets\":[]}\n\nid: 1201\nevent: position-event\ndata: {\"observedAt\":\"2026-11-22T01:59:00Z\",\"address\":\"0x3f5ce5fbfe3e9af3971dd833d26ba9b5c936f0be\",\"label\":null,\"tags\":[],\"symbol\":\"BTC\",\"kind\":\"opened\",\"firstObservation\":false,\"previousDirection\":null,\"direction\":\"long\",\"previousSize\":\"0\",\"size\":\"12.5\",\"previousValue\":\"0\",\"value\":\"1187500\",\"price\":\"95000\",\"previousLiqPrice\":null}\n\n: heartbeat\n\n")),
+        (status = 200, description = "The stream: `position-event` events (data: `PositionEvent`), `data-version` events (data: `DataVersionEvent`), and a last `lagged` or `closing` event (data: `StreamEnd`) when the server ends it.", content_type = "text/event-stream", body = String, example = json!(": connected\nretry: 2000\n\nevent: data-version\ndata: {\"version\":1842,\"observedAt\":\"2026-11-22T01:59:00Z\",\"markets\":[]}\n\nid: 1201\nevent: position-event\ndata: {\"observedAt\":\"2026-11-22T01:59:00Z\",\"address\":\"0x3f5ce5fbfe3e9af3971dd833d26ba9b5c936f0be\",\"label\":null,\"tags\":[],\"symbol\":\"BTC\",\"kind\":\"opened\",\"firstObservation\":false,\"previousDirection\":null,\"direction\":\"long\",\"previousSize\":\"0\",\"size\":\"12.5\",\"previousValue\":\"0\",\"value\":\"1187500\",\"price\":\"95000\",\"previousLiqPrice\":null}\n\nid: 1201\n: heartbeat\n\n")),
         (status = 400, description = "Bad address, kind, minValue, `since` or `Last-Event-ID` (not an id, or later than the last event), or unknown parameter.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
         (status = 406, description = "The `Accept` header excludes `text/event-stream` and JSON.", body = Problem, content_type = "application/problem+json"),
@@ -243,11 +244,11 @@ pub async fn stream_position_events(
                 },
                 _ = probe.tick() => {
                     probes += 1;
-                    yield Ok(Bytes::from_static(if probes.is_multiple_of(probes_per_heartbeat) {
-                        b": heartbeat\n\n"
+                    yield Ok(if probes.is_multiple_of(probes_per_heartbeat) {
+                        heartbeat(floor)
                     } else {
-                        b"\n"
-                    }));
+                        Bytes::from_static(b"\n")
+                    });
                 }
             }
         }
@@ -269,6 +270,15 @@ fn passing(events: &[StreamEvent], filter: &EventFilter, floor: &mut i64) -> Byt
         *floor = e.seq;
     }
     out.freeze()
+}
+
+/// The heartbeat: a comment, and `id:` the resume point. An id without
+/// data dispatches no event, but an `EventSource` takes it as its last
+/// event id: a filtered stream that matched nothing for a long time then
+/// resumes from where it was, not from its last match (which retention may
+/// have deleted meanwhile).
+fn heartbeat(floor: i64) -> Bytes {
+    Bytes::from(format!("id: {floor}\n: heartbeat\n\n"))
 }
 
 /// The last event of a stream the server ends.
@@ -346,6 +356,11 @@ mod tests {
             &passing(&events, &EventFilter::default(), &mut floor)[..],
             b"id: 3\n\nid: 4\n\nid: 5\n\nid: 6\n\n"
         );
+    }
+
+    #[test]
+    fn a_heartbeat_moves_the_resume_point_without_an_event() {
+        assert_eq!(&heartbeat(42)[..], b"id: 42\n: heartbeat\n\n");
     }
 
     #[test]
