@@ -16,18 +16,14 @@ use crate::access_log::AccessLog;
 use crate::app::{ApiPrefix, RoutePattern};
 use crate::error::{problem_response, ApiError, ProblemKind, PROBLEM_JSON};
 use crate::ratelimit::{self, Verdict};
-use crate::routes::stream::is_stream_path;
+use crate::state::stream::is_stream_path;
 use crate::state::{AppState, Lane, UsageEndpoint};
-use crate::tokens;
+use crate::tokens::{self, TokenId};
 
 /// Header carrying the request id, in both directions.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Header carrying the API key.
 pub const API_KEY_HEADER: &str = "X-API-Key";
-
-/// The authenticated token of the current request.
-#[derive(Clone, Copy, Debug)]
-pub struct TokenId(pub i64);
 
 fn valid_request_id(v: &str) -> bool {
     (1..=128).contains(&v.len())

@@ -116,7 +116,7 @@ fn add_freshness(doc: &mut OpenApiDoc) {
         }
         // A stream has no representation to tag or revalidate: only the
         // rate-limit headers apply.
-        let stream = crate::routes::stream::is_stream_path(path);
+        let stream = crate::state::stream::is_stream_path(path);
         for op in [&mut item.get, &mut item.head].into_iter().flatten() {
             if let Some(RefOr::T(ok)) = op.responses.responses.get_mut("200") {
                 let text = || ObjectBuilder::new().schema_type(Type::String).into();
@@ -177,7 +177,7 @@ fn problem_example(status: &str, path: &str) -> Value {
         "400" => (ProblemKind::InvalidParameter, ""),
         "401" => (ProblemKind::Unauthorized, "The X-API-Key header is missing; send your API key (it starts with `mds_`) in X-API-Key."),
         "404" => (ProblemKind::NotFound, "Unknown asset `BTCX`; symbols are case-sensitive (e.g. BTC, kPEPE, xyz:TSLA); GET /v1/networks/perpnet/markets lists them."),
-        "406" if crate::routes::stream::is_stream_path(path) => (ProblemKind::NotAcceptable, "The event stream is served as `text/event-stream` (its problems as JSON); send `Accept: text/event-stream` (or omit Accept)."),
+        "406" if crate::state::stream::is_stream_path(path) => (ProblemKind::NotAcceptable, "The event stream is served as `text/event-stream` (its problems as JSON); send `Accept: text/event-stream` (or omit Accept)."),
         "406" => (ProblemKind::NotAcceptable, "This API only serves JSON; send `Accept: application/json` (or omit Accept)."),
         "410" => (ProblemKind::Gone, "The events after id 1200 are no longer stored (past the writer's retention, 90 days by default, or removed by a re-seed); resume from id 5400 (`since=5400`), or connect without Last-Event-ID and `since` for live events only."),
         "413" => (ProblemKind::PayloadTooLarge, "The request body is 1048576 bytes; this read-only API takes no body (at most 65536 bytes are accepted)."),

@@ -6,6 +6,11 @@ use rand::rngs::OsRng;
 use rand::TryRngCore;
 use sha2::{Digest, Sha256};
 
+/// The authenticated token of a request (its id), as the API guard leaves
+/// it for handlers that need it (the event stream bounds its streams per key).
+#[derive(Clone, Copy, Debug)]
+pub struct TokenId(pub i64);
+
 /// Every token starts with this prefix.
 pub const TOKEN_PREFIX: &str = "mds_";
 /// Length of the random part (base64url of 32 bytes).

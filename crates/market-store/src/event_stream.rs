@@ -1,5 +1,6 @@
 //! The event stream's order: the sequence number every position event gets
-//! when it is written, and the reads a stream replays from.
+//! when it is written (the reads a stream replays from are in `history.rs`,
+//! beside the list's).
 //!
 //! Numbers are handed out inside the version-writing transaction, which
 //! holds the writers' lock ([`crate::write`]), so they follow commit order:
@@ -10,8 +11,7 @@
 
 use diesel::prelude::*;
 
-use crate::history::{exact_match, with_filter, EventFilter};
-use crate::schema::{event_sequence, position_events};
+use crate::schema::event_sequence;
 use crate::{DbConnection, Store, StoreError};
 
 /// Where the stored event sequence stands.
@@ -78,44 +78,5 @@ impl Store {
             last,
             pruned_through,
         })
-    }
-
-    /// Events numbered after `after` that pass `filter`, in number order,
-    /// at most `limit` (fewer only when no more are stored).
-    pub fn events_after(
-        &self,
-        filter: &EventFilter,
-        after: i64,
-        limit: usize,
-    ) -> Result<Vec<SequencedEvent>, StoreError> {
-        let mut conn = self.conn()?;
-        let conn: &mut DbConnection = &mut conn;
-        let mut out = Vec::with_capacity(limit.min(1024));
-        let mut after = after;
-        // As for the list: the SQL filter on `value_micro` may admit events
-        // a micro-dollar under `minValue`, which the exact check drops.
-        loop {
-            let want = limit - out.len();
-            let q = position_events::table
-                .select((position_events::seq, position_events::body))
-                .filter(position_events::seq.gt(after))
-                .into_boxed();
-            let batch: Vec<SequencedEvent> = with_filter(q, filter)
-                .order(position_events::seq)
-                .limit(want as i64)
-                .load(conn)?;
-            let full = batch.len() == want;
-            if let Some(last) = batch.last() {
-                after = last.seq;
-            }
-            for e in batch {
-                if exact_match(filter, &e.json)? {
-                    out.push(e);
-                }
-            }
-            if !full || out.len() == limit {
-                return Ok(out);
-            }
-        }
     }
 }

@@ -19,7 +19,7 @@ use market_model::{
 use time::OffsetDateTime;
 
 use crate::connection::MultiBackend;
-use crate::event_stream;
+use crate::event_stream::{self, SequencedEvent};
 use crate::schema::{history_hourly, history_points, position_events, positions, wallets};
 use crate::types::DbDecimal;
 use crate::{insert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
@@ -845,6 +845,45 @@ impl Store {
                 Ok(Bucket { time, json })
             })
             .collect()
+    }
+
+    /// Events numbered after `after` that pass `filter`, in number order,
+    /// at most `limit` (fewer only when no more are stored).
+    pub fn events_after(
+        &self,
+        filter: &EventFilter,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<SequencedEvent>, StoreError> {
+        let mut conn = self.conn()?;
+        let conn: &mut DbConnection = &mut conn;
+        let mut out = Vec::with_capacity(limit.min(1024));
+        let mut after = after;
+        // As for the list: the SQL filter on `value_micro` may admit events
+        // a micro-dollar under `minValue`, which the exact check drops.
+        loop {
+            let want = limit - out.len();
+            let q = position_events::table
+                .select((position_events::seq, position_events::body))
+                .filter(position_events::seq.gt(after))
+                .into_boxed();
+            let batch: Vec<SequencedEvent> = with_filter(q, filter)
+                .order(position_events::seq)
+                .limit(want as i64)
+                .load(conn)?;
+            let full = batch.len() == want;
+            if let Some(last) = batch.last() {
+                after = last.seq;
+            }
+            for e in batch {
+                if exact_match(filter, &e.json)? {
+                    out.push(e);
+                }
+            }
+            if !full || out.len() == limit {
+                return Ok(out);
+            }
+        }
     }
 
     /// A page of position events, newest first (ties by address, then

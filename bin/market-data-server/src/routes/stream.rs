@@ -16,15 +16,12 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::{ApiError, InvalidParam, Problem, ProblemKind};
 use crate::http::{ApiPath, StrictQuery};
-use crate::middleware::TokenId;
 use crate::state::stream::{frame, pieces, Push, StreamEvent};
 use crate::state::{AppState, Lane};
+use crate::tokens::TokenId;
 
 type Data = web::Data<AppState>;
 
-/// The path suffix of the stream, which the API guard lets accept
-/// `text/event-stream` and the compression layer leaves alone.
-const STREAM_SUFFIX: &str = "/position-events/stream";
 /// A comment line every so often keeps proxies from closing an idle stream.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
 /// Between heartbeats, an idle stream writes an empty line this often
@@ -36,10 +33,6 @@ const PROBE: Duration = Duration::from_secs(5);
 const REPLAY_PAGE: usize = 500;
 /// How long an `EventSource` waits before it reconnects, in ms (`retry:`).
 const RETRY_MS: u32 = 2000;
-/// Whether `path` is the event stream's.
-pub fn is_stream_path(path: &str) -> bool {
-    path.ends_with(STREAM_SUFFIX)
-}
 
 /// Stream position events.
 ///

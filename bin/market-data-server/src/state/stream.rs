@@ -19,6 +19,14 @@ use market_snapshot::Snapshot;
 use market_store::{EventFilter, SequencedEvent, Store, StoreError};
 use tokio::sync::broadcast;
 
+/// The path suffix of the stream, which the API guard lets accept
+/// `text/event-stream` and the compression layer leaves alone.
+const STREAM_SUFFIX: &str = "/position-events/stream";
+/// Whether `path` is the event stream's.
+pub fn is_stream_path(path: &str) -> bool {
+    path.ends_with(STREAM_SUFFIX)
+}
+
 /// Messages the shared buffer holds: at most `BUFFER × CHUNK` events.
 pub const BUFFER: usize = 1024;
 /// Events per message.
