@@ -12,7 +12,8 @@
 //! a plain oracle computes: the last observation of each wallet, the
 //! analytics folded over the reads that were published, the aggregates of
 //! the engine over them, the position events between consecutive published
-//! observations, and the days frozen at each UTC midnight.
+//! observations (and, numbered for the event stream, in publish order), and
+//! the days frozen at each UTC midnight.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -1072,10 +1073,38 @@ fn check(sut: &mut Tracker, oracle: &Oracle, n: usize, paths: &Paths) -> Result<
     if !oracle.frozen.is_empty() {
         took(&paths.frozen_days);
     }
+    let expected_events = events(expected_events);
     same(
-        &events(expected_events),
+        &expected_events,
         &events(stored),
         &format!("step {n}: the position events (right) differ from the oracle's (left)"),
+    )?;
+    // The stream's order: by number, the same events in publish order, and
+    // every stored number after what deletions took (crashes and refused
+    // publishes roll their numbers back with them).
+    let streamed = sut
+        .store
+        .events_after(&EventFilter::default(), 0, 100_000)
+        .unwrap();
+    let bounds = sut.store.event_bounds().unwrap();
+    prop_assert!(
+        streamed.windows(2).all(|w| w[0].seq < w[1].seq)
+            && streamed
+                .first()
+                .is_none_or(|e| e.seq > bounds.pruned_through)
+            && streamed.last().is_none_or(|e| e.seq <= bounds.last),
+        "step {n}: event numbers {:?} against {bounds:?}",
+        streamed.iter().map(|e| e.seq).collect::<Vec<_>>()
+    );
+    let in_stream_order = streamed
+        .iter()
+        .map(|e| serde_json::from_str::<Value>(&e.json).unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    same(
+        &expected_events,
+        &in_stream_order,
+        &format!("step {n}: the events in stream order (right) differ from publish order (left)"),
     )?;
     let frozen = sut
         .store
