@@ -136,6 +136,19 @@ async fn open_raw(app: &TestApp, query: &str, headers: &[(&str, &str)]) -> reqwe
     req.send().await.unwrap()
 }
 
+/// The status of opening the stream at `query`, retried while it is a 429
+/// (a place of the key still held by a stream whose client left) for 15 s.
+async fn open_once_free(app: &TestApp, query: &str) -> u16 {
+    let started = Instant::now();
+    loop {
+        let status = open_raw(app, query, &[]).await.status().as_u16();
+        if status != 429 || started.elapsed() > Duration::from_secs(15) {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Every item of the event list at `query`, in stream order (oldest first,
 /// ties by address, then symbol).
 async fn listed(app: &TestApp, query: &str) -> Vec<Value> {
@@ -309,19 +322,8 @@ async fn stream_problems_say_what_to_change(backend: Backend) {
         "{p}"
     );
     drop(first);
-    let started = Instant::now();
-    loop {
-        let res = open_raw(&app, "", &[]).await;
-        if res.status().as_u16() == 200 {
-            break;
-        }
-        // The server learns of the close at its next write (at most 10 s).
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "the slot is freed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // The server learns of the close at its next write (at most 10 s).
+    assert_eq!(open_once_free(&app, "").await, 200, "the slot is freed");
 
     // A writer keeping a day of events deletes the demo's older ones: a
     // stream resuming before them is told where it can resume from.
@@ -357,20 +359,9 @@ async fn stream_problems_say_what_to_change(backend: Backend) {
             .contains(&format!("since={pruned}")),
         "{p}"
     );
-    // From there on it resumes.
+    // From there on it resumes (once the earlier stream's slot is freed).
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let started = Instant::now();
-    loop {
-        let res = open_raw(&app, &format!("?since={pruned}"), &[]).await;
-        match res.status().as_u16() {
-            200 => break,
-            // The earlier stream's slot may not be freed yet.
-            429 if started.elapsed() < Duration::from_secs(15) => {
-                tokio::time::sleep(Duration::from_millis(50)).await
-            }
-            other => panic!("since={pruned}: {other}"),
-        }
-    }
+    assert_eq!(open_once_free(&app, &format!("?since={pruned}")).await, 200);
 }
 
 crate::on_both_backends!(
@@ -418,18 +409,7 @@ async fn a_slow_consumer_is_cut_off_with_the_id_to_resume_from() {
     // socket and the shared buffer hold: every market, changed, 400 times.
     let (state, store) = (app.state.clone(), app.store.clone());
     tokio::task::spawn_blocking(move || {
-        let empty = market_snapshot::Snapshot::build(
-            0,
-            market_engine::DataVersion {
-                observed_at: time::OffsetDateTime::UNIX_EPOCH,
-                markets: Vec::new(),
-                wallets: Vec::new(),
-                positions: Vec::new(),
-                current_days: Vec::new(),
-                cohorts: Vec::new(),
-                freshness: None,
-            },
-        );
+        let empty = market_data_server::state::empty_snapshot();
         let served = state.snapshot();
         for _ in 0..400 {
             state.stream.publish(&store, &empty, &served).unwrap();

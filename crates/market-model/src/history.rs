@@ -383,7 +383,8 @@ impl MarketFigures {
 }
 
 /// The last event of a stream the server ends: `event: lagged` (the client
-/// fell too far behind) or `event: closing` (the server is stopping). Its
+/// fell too far behind), `event: closing` (the server is stopping) or
+/// `event: unavailable` (a replay found the database unreachable). Its
 /// `id:` is `resumeFrom`, so an `EventSource` resumes there by itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

@@ -54,8 +54,9 @@ const RETRY_MS: u32 = 2000;
 /// starts with what is published after it connects.
 ///
 /// **Ending.** A client more than about 130,000 events (1,024 messages of the shared buffer) behind is
-/// closed with `event: lagged`, and a stopping server closes streams with `event: closing`; both
-/// carry `id:` and `resumeFrom` (`StreamEnd`), the id to resume from without losing anything.
+/// closed with `event: lagged`, a stopping server closes streams with `event: closing`, and a replay
+/// the database cannot serve now ends with `event: unavailable`; each carries `id:` and `resumeFrom`
+/// (`StreamEnd`), the id to resume from without losing anything.
 ///
 /// **Limits.** Opening a stream counts as one request against the key's rate limit. A key may hold
 /// `--max-streams-per-key` streams open (8 by default); one more is a 429 problem. Responses are not
@@ -71,7 +72,7 @@ const RETRY_MS: u32 = 2000;
         ("Last-Event-ID" = Option<String>, Header, description = "The id of the last event received: resume after it (wins over `since`). A decimal integer."),
     ),
     responses(
-        (status = 200, description = "The stream: `position-event` events (data: `PositionEvent`), `data-version` events (data: `DataVersionEvent`), and a last `lagged` or `closing` event (data: `StreamEnd`) when the server ends it.", content_type = "text/event-stream", body = String, example = json!(": connected\nretry: 2000\n\nevent: data-version\ndata: {\"version\":1842,\"observedAt\":\"2026-11-22T01:59:00Z\",\"markets\":[]}\n\nid: 1201\nevent: position-event\ndata: {\"observedAt\":\"2026-11-22T01:59:00Z\",\"address\":\"0x3f5ce5fbfe3e9af3971dd833d26ba9b5c936f0be\",\"label\":null,\"tags\":[],\"symbol\":\"BTC\",\"kind\":\"opened\",\"firstObservation\":false,\"previousDirection\":null,\"direction\":\"long\",\"previousSize\":\"0\",\"size\":\"12.5\",\"previousValue\":\"0\",\"value\":\"1187500\",\"price\":\"95000\",\"previousLiqPrice\":null}\n\nid: 1201\n: heartbeat\n\n")),
+        (status = 200, description = "The stream: `position-event` events (data: `PositionEvent`), `data-version` events (data: `DataVersionEvent`), and a last `lagged`, `closing` or `unavailable` event (data: `StreamEnd`) when the server ends it.", content_type = "text/event-stream", body = String, example = json!(": connected\nretry: 2000\n\nevent: data-version\ndata: {\"version\":1842,\"observedAt\":\"2026-11-22T01:59:00Z\",\"markets\":[]}\n\nid: 1201\nevent: position-event\ndata: {\"observedAt\":\"2026-11-22T01:59:00Z\",\"address\":\"0x3f5ce5fbfe3e9af3971dd833d26ba9b5c936f0be\",\"label\":null,\"tags\":[],\"symbol\":\"BTC\",\"kind\":\"opened\",\"firstObservation\":false,\"previousDirection\":null,\"direction\":\"long\",\"previousSize\":\"0\",\"size\":\"12.5\",\"previousValue\":\"0\",\"value\":\"1187500\",\"price\":\"95000\",\"previousLiqPrice\":null}\n\nid: 1201\n: heartbeat\n\n")),
         (status = 400, description = "Bad address, kind, minValue, `since` or `Last-Event-ID` (not an id, or later than the last event), or unknown parameter.", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown network or asset.", body = Problem, content_type = "application/problem+json"),
         (status = 406, description = "The `Accept` header excludes `text/event-stream` and JSON.", body = Problem, content_type = "application/problem+json"),

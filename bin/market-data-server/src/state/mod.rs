@@ -80,7 +80,9 @@ impl Default for StateOptions {
     }
 }
 
-fn empty_snapshot() -> Snapshot {
+/// An empty data version 0 (no markets, no wallets): what a server serves
+/// before its database holds data.
+pub fn empty_snapshot() -> Snapshot {
     Snapshot::build(
         0,
         DataVersion {

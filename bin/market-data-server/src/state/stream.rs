@@ -282,7 +282,8 @@ impl EventHub {
     /// only `symbol`'s.
     pub fn opening(&self, snapshot: &Snapshot, symbol: Option<&str>) -> Vec<Bytes> {
         if symbol.is_some() {
-            return pieces(VersionEvent::whole(snapshot, symbol).frame(symbol)).collect();
+            // Its markets are the one asked for.
+            return VersionEvent::whole(snapshot, symbol).packed;
         }
         let mut opening = self.opening.lock().expect("never poisoned");
         match &*opening {
