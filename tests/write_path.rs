@@ -34,8 +34,10 @@ use market_model::{
 use market_snapshot::{Snapshot, WalletOrder};
 use market_store::{
     EventFilter, Fault, PoolOptions, Retention, Store, TrackedPosition, WalletScanState,
+    WebhookFilter,
 };
 use market_tracker::{Applied, Book, PublishInput, Publisher};
+use market_webhooks::Secret;
 use proptest::prelude::*;
 use proptest::test_runner::{
     Config, FileFailurePersistence, RngAlgorithm, TestCaseError, TestRng, TestRunner,
@@ -353,6 +355,10 @@ struct Oracle {
     frozen: BTreeMap<(Date, String), LiquidityDay>,
     /// Position events within retention.
     events: Vec<PositionEvent>,
+    /// Every position event written, in stream order: what the webhook
+    /// outbox holds (no deliverer runs here, and pending deliveries outlive
+    /// retention).
+    outbox: Vec<PositionEvent>,
     /// Events of served wallets marked first observations (their dex newly read).
     first_seen_on_a_dex: std::cell::Cell<u32>,
     /// Reads numbered as the tracker numbers them.
@@ -667,6 +673,9 @@ impl Oracle {
         let version = self.written.map_or(1, |(v, _)| v + 1);
         self.written = Some((version, at));
         self.days = self.materialize().current_days;
+        let mut numbered = events.clone();
+        numbered.sort_by(|a, b| (&a.address, &a.symbol).cmp(&(&b.address, &b.symbol)));
+        self.outbox.extend(numbered);
         self.events.extend(events);
         let keep_from = at - Duration::days(i64::from(RETENTION.events_days));
         self.events.retain(|e| e.observed_at >= keep_from);
@@ -832,6 +841,11 @@ fn run(backend: Backend, steps: &[Step], paths: &Paths) -> Result<(), TestCaseEr
     let world = World::new();
     let mut oracle = Oracle::default();
     let mut sut = Tracker::start(empty_database(backend));
+    for (url, filter) in webhooks() {
+        sut.store
+            .create_webhook(url, &Secret::generate().expose(), &filter, world.now())
+            .unwrap();
+    }
     for (n, step) in steps.iter().enumerate() {
         world.advance(Duration::seconds(20));
         let now = world.now();
@@ -1106,6 +1120,43 @@ fn check(sut: &mut Tracker, oracle: &Oracle, n: usize, paths: &Paths) -> Result<
         &in_stream_order,
         &format!("step {n}: the events in stream order (right) differ from publish order (left)"),
     )?;
+    // The webhook outbox: each endpoint's pending deliveries are the events
+    // it matches, of every committed write, in stream order (a refused or
+    // crashed publish enqueued nothing), each with a message id of its own.
+    let mut ids = BTreeSet::new();
+    for (id, (url, filter)) in (1..).zip(webhooks()) {
+        let pending = sut.store.pending_deliveries(id, 1_000_000).unwrap();
+        let mut last_seq = 0;
+        let mut queued = Vec::new();
+        for d in &pending {
+            prop_assert!(
+                ids.insert(d.message_id.clone()),
+                "step {}: message id {} twice",
+                n,
+                d.message_id
+            );
+            let body: Value = serde_json::from_str(&d.payload).unwrap();
+            prop_assert_eq!(&body["type"], "position-event");
+            prop_assert_eq!(&body["timestamp"], &body["data"]["observedAt"]);
+            let seq = body["eventId"].as_i64().unwrap();
+            prop_assert!(seq > last_seq, "step {}: {} eventIds out of order", n, url);
+            last_seq = seq;
+            queued.push(body["data"].to_string());
+        }
+        let expected: Vec<String> = oracle
+            .outbox
+            .iter()
+            .filter(|e| filter.matches(e))
+            .map(|e| serde_json::to_value(e).unwrap().to_string())
+            .collect();
+        same(
+            &expected.join("\n"),
+            &queued.join("\n"),
+            &format!(
+                "step {n}: the outbox of {url} (right) differs from the events it matches (left)"
+            ),
+        )?;
+    }
     let frozen = sut
         .store
         .liquidity_history(
@@ -1125,6 +1176,22 @@ fn check(sut: &mut Tracker, oracle: &Oracle, n: usize, paths: &Paths) -> Result<
         n
     );
     Ok(())
+}
+
+/// The webhook endpoints every run registers: every event, and a filtered
+/// one (ids 1 and 2).
+fn webhooks() -> [(&'static str, WebhookFilter); 2] {
+    [
+        ("https://hooks.example/every", WebhookFilter::default()),
+        (
+            "https://hooks.example/eth-over-1000",
+            WebhookFilter {
+                symbol: Some("ETH".into()),
+                min_value: Some(Decimal("1000".parse().unwrap())),
+                ..WebhookFilter::default()
+            },
+        ),
+    ]
 }
 
 /// Fails with the first line that differs.

@@ -66,6 +66,18 @@ pub struct ServeArgs {
     /// Event streams (`/position-events/stream`) one API key may hold open at once; one more is a 429.
     #[arg(long, env = "MAX_STREAMS_PER_KEY", default_value_t = crate::state::stream::MAX_STREAMS_PER_KEY)]
     pub max_streams_per_key: usize,
+    /// Deliver webhooks (`webhook create`) from this server. Any number of
+    /// replicas may: each endpoint is claimed by one at a time. `false`
+    /// leaves delivery to the others.
+    #[arg(long, env = "WEBHOOK_DELIVERY", default_value_t = true, action = clap::ArgAction::Set)]
+    pub webhook_delivery: bool,
+    /// Webhook endpoints delivered to at once (each one's messages go in
+    /// order, one at a time).
+    #[arg(long, env = "WEBHOOK_CONCURRENCY", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub webhook_concurrency: u32,
+    /// Where webhooks may be delivered.
+    #[command(flatten)]
+    pub webhook_targets: crate::webhook_cli::TargetArgs,
     /// Log one line per request to stderr (log target `access`:
     /// `RUST_LOG=info,access=off` also turns it off). Lines are queued to a
     /// writer thread and written in batches, off the request path; if the
@@ -264,6 +276,9 @@ pub enum Command {
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Manage webhooks: signed deliveries of position events.
+    #[command(subcommand)]
+    Webhook(crate::webhook_cli::WebhookCommand),
     /// Print the OpenAPI document (`market-data-server openapi > openapi/openapi.json`).
     Openapi,
     /// Scan an info endpoint (Hyperliquid info API format) and write each scan as one data version.
@@ -421,7 +436,7 @@ pub enum TokenCommand {
     },
 }
 
-fn open_store(db: &DbArgs, pool: u32) -> anyhow::Result<Store> {
+pub(crate) fn open_store(db: &DbArgs, pool: u32) -> anyhow::Result<Store> {
     let store = Store::open(
         &db.database_url,
         PoolOptions {
@@ -510,6 +525,18 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
     crate::platform::tune_allocator();
     state.spawn_reloader();
     state.spawn_usage_flusher();
+    let deliveries = if args.webhook_delivery {
+        let options = market_webhooks::Options {
+            concurrency: args.webhook_concurrency as usize,
+            ..market_webhooks::Options::new()
+        };
+        let handle =
+            market_webhooks::spawn(state.store.clone(), args.webhook_targets.policy(), options)?;
+        state.metrics.watch_webhooks(handle.stats());
+        Some(handle)
+    } else {
+        None
+    };
     if let Some(addr) = &args.metrics_bind {
         let state = state.clone();
         serve_metrics(
@@ -559,6 +586,10 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
         if !log.flush(std::time::Duration::from_secs(2)) {
             log::warn!("the access log could not be written out at shutdown");
         }
+    }
+    if let Some(deliveries) = deliveries {
+        // An attempt takes at most its 10 s timeout.
+        deliveries.stop(std::time::Duration::from_secs(12));
     }
     // The usage of the last requests (the flusher writes every few seconds).
     match state.flush_usage() {
@@ -767,6 +798,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             anyhow::ensure!(store.revoke_token(id)?, "no token with id {id}");
             println!("revoked token {id}; running servers reject it within 2 seconds");
         }
+        Command::Webhook(command) => crate::webhook_cli::run(command)?,
         Command::Openapi => print!("{}", crate::openapi::document_json()),
         Command::Scan {
             info_url,

@@ -17,3 +17,4 @@ pub mod seed;
 pub mod shared_quota;
 pub mod state;
 pub mod tokens;
+pub mod webhook_cli;

@@ -116,6 +116,9 @@ pub struct ServerMetrics {
     redis_errors: IntCounter,
     streams: IntGauge,
     streams_lagged: IntCounter,
+    webhooks: IntCounterVec,
+    /// The webhook deliverer's counters, when this server delivers.
+    webhook_stats: std::sync::OnceLock<std::sync::Arc<market_webhooks::Stats>>,
     /// Scrapes bring the sampled counters up one at a time.
     scrape: Mutex<()>,
 }
@@ -243,9 +246,21 @@ impl ServerMetrics {
                 "market_data_event_streams_lagged_total",
                 "Event streams closed because their client fell too far behind (it resumes with the id of the last event).",
             ),
+            webhooks: counter_vec(
+                &r,
+                "market_data_webhook_attempts_total",
+                "Webhook delivery attempts by this server: `delivered` (2xx), `failed` (retried later), `disabled` (endpoints disabled: 410, or failing for a day).",
+                &["result"],
+            ),
+            webhook_stats: std::sync::OnceLock::new(),
             registry: r,
             scrape: Mutex::new(()),
         }
+    }
+
+    /// Exposes the counters of this server's webhook deliverer.
+    pub fn watch_webhooks(&self, stats: std::sync::Arc<market_webhooks::Stats>) {
+        let _ = self.webhook_stats.set(stats);
     }
 
     /// Records one answer.
@@ -310,6 +325,16 @@ impl ServerMetrics {
         let (streams, lagged) = state.stream.stats();
         self.streams.set(streams as i64);
         sync_counter(&self.streams_lagged, lagged);
+        if let Some(w) = self.webhook_stats.get() {
+            use std::sync::atomic::Ordering::Relaxed;
+            for (label, n) in [
+                ("delivered", w.delivered.load(Relaxed)),
+                ("failed", w.failed.load(Relaxed)),
+                ("disabled", w.disabled.load(Relaxed)),
+            ] {
+                sync_counter(&self.webhooks.with_label_values(&[label]), n);
+            }
+        }
         encode(&self.registry)
     }
 

@@ -291,7 +291,12 @@ pub(crate) fn record(
     write_points(conn, at, &points)?;
     if obs.events {
         let events = derive_events(conn, obs)?;
-        write_events(conn, &events)?;
+        let written = write_events(conn, &events)?;
+        let outbox: Vec<(i64, &PositionEvent, &str)> = written
+            .iter()
+            .map(|(seq, e, row)| (*seq, *e, row.body.as_str()))
+            .collect();
+        crate::webhooks::enqueue(conn, obs.observed_at, &outbox)?;
     }
     prune(conn, retention, at)
 }
@@ -367,10 +372,14 @@ fn write_points(conn: &mut DbConnection, at: i64, points: &[PointRow]) -> Result
 }
 
 /// Writes events; an event with the same keys (an observation written
-/// again at the same instant) is replaced.
-fn write_events(conn: &mut DbConnection, events: &[PositionEvent]) -> Result<(), StoreError> {
+/// again at the same instant) is replaced. Returns each with its number
+/// and row, in stream order.
+fn write_events<'e>(
+    conn: &mut DbConnection,
+    events: &'e [PositionEvent],
+) -> Result<Vec<(i64, &'e PositionEvent, EventRow)>, StoreError> {
     if events.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     // Numbered by time, then address, then symbol: the stream's order.
     let mut ordered: Vec<&PositionEvent> = events.iter().collect();
@@ -379,7 +388,8 @@ fn write_events(conn: &mut DbConnection, events: &[PositionEvent]) -> Result<(),
     });
     let first = event_stream::take_numbers(conn, events.len())?;
     let rows: Vec<EventRow> = ordered
-        .into_iter()
+        .iter()
+        .copied()
         .zip(first..)
         .map(|(e, seq)| EventRow {
             seq,
@@ -415,7 +425,11 @@ fn write_events(conn: &mut DbConnection, events: &[PositionEvent]) -> Result<(),
         "position events",
         &mut quiet
     );
-    Ok(())
+    Ok(ordered
+        .into_iter()
+        .zip(rows)
+        .map(|(e, row)| (row.seq, e, row))
+        .collect())
 }
 
 /// `floor(value × 10^6)`, saturating: the indexed form of an event's value.
@@ -598,7 +612,8 @@ fn prune(conn: &mut DbConnection, retention: Retention, at: i64) -> Result<(), S
         diesel::delete(position_events::table.filter(position_events::at.lt(events_from)))
             .execute(conn)?;
     }
-    Ok(())
+    // Finished webhook deliveries are kept as long as events.
+    crate::webhooks::prune(conn, events_from)
 }
 
 /// Generated history to store as it is (`seed-demo`): points go to the
@@ -682,7 +697,8 @@ pub(crate) fn replace_history(
         "hourly history",
         &mut quiet
     );
-    write_events(conn, history.events)
+    write_events(conn, history.events)?;
+    Ok(())
 }
 
 /// One bucket of a history read.
@@ -743,7 +759,13 @@ pub(crate) fn exact_match(filter: &EventFilter, json: &str) -> Result<bool, Stor
     };
     let ev: PositionEvent = serde_json::from_str(json)
         .map_err(|err| StoreError::Corrupt(format!("position event: {err}")))?;
-    Ok(ev.previous_value.0.max(ev.value.0) >= min.0)
+    Ok(reaches(&ev, min))
+}
+
+/// Whether `event`'s larger value (before or after) is at least `min`: the
+/// `minValue` rule of the list, the stream and webhooks.
+pub(crate) fn reaches(event: &PositionEvent, min: &Decimal) -> bool {
+    std::cmp::max(&event.previous_value.0, &event.value.0) >= &min.0
 }
 
 /// Filters of the position-event feed.

@@ -15,6 +15,7 @@ pub mod scan_state;
 pub mod schema;
 pub mod tokens;
 pub mod types;
+pub mod webhooks;
 mod write;
 
 use std::time::Duration;
@@ -32,6 +33,10 @@ pub use read::{LoadedSnapshot, SnapshotMeta};
 pub use registry::{RegistryEntry, Source as DiscoverySource};
 pub use scan_state::{TrackedPosition, WalletScanState};
 pub use tokens::{TokenRecord, UsageRow};
+pub use webhooks::{
+    AttemptFailure, Claim, DeliveryRecord, DeliveryState, PendingDelivery, WebhookEndpoint,
+    WebhookFilter, WebhookSummary,
+};
 pub(crate) use write::latest_version;
 pub use write::{CandleBatch, DatasetWrite, PublishWrite, ScanWrite, SnapshotWrite};
 

@@ -272,3 +272,43 @@ diesel::table! {
         pruned_through -> BigInt,
     }
 }
+
+diesel::table! {
+    webhook_endpoints (id) {
+        id -> BigInt,
+        url -> Text,
+        secret -> Text,
+        symbol -> Nullable<Text>,
+        address -> Nullable<Text>,
+        kind -> Nullable<Text>,
+        min_value -> Nullable<Text>,
+        created_at -> BigInt,
+        disabled_at -> Nullable<BigInt>,
+        disabled_reason -> Nullable<Text>,
+        failing_since -> Nullable<BigInt>,
+        next_attempt_at -> BigInt,
+        claimed_by -> Nullable<Text>,
+        claimed_until -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    webhook_deliveries (id) {
+        id -> BigInt,
+        endpoint_id -> BigInt,
+        message_id -> Text,
+        event_type -> Text,
+        event_seq -> Nullable<BigInt>,
+        payload -> Text,
+        state -> Text,
+        created_at -> BigInt,
+        attempts -> Integer,
+        last_attempt_at -> Nullable<BigInt>,
+        last_status -> Nullable<Integer>,
+        last_error -> Nullable<Text>,
+        delivered_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::joinable!(webhook_deliveries -> webhook_endpoints (endpoint_id));
+diesel::allow_tables_to_appear_in_same_query!(webhook_endpoints, webhook_deliveries);
