@@ -14,6 +14,7 @@ mod slow_clients;
 mod stream;
 mod support;
 mod tracker;
+mod webhooks;
 mod write_path;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -72,6 +72,12 @@ impl Server {
         Server { child, addr }
     }
 
+    /// `kill -9`.
+    pub(crate) fn kill_hard(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
     fn terminate(&self) {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])

@@ -370,12 +370,20 @@ pub(crate) fn insert_snapshot(
 /// COMMITTED) a writer could otherwise number its version after one another
 /// writer commits in between, or pass a check of its base; readers are not
 /// blocked (`SHARE ROW EXCLUSIVE` conflicts with writes and itself only).
-/// SQLite serializes writers by itself: a writer whose read went stale fails
-/// with `database is locked` and is retried. Every version-writing
+/// On SQLite the transaction takes the write lock before it reads (a write
+/// that matches nothing): a transaction that read first and then wrote
+/// would fail at once with `database is locked` whenever any other writer
+/// (a webhook deliverer recording a delivery) committed in between, instead
+/// of waiting its turn for up to `busy_timeout`. Every version-writing
 /// transaction calls this first, so writers queue instead of deadlocking.
 pub(crate) fn latest_version(conn: &mut DbConnection) -> Result<Option<i64>, StoreError> {
-    if let DbConnection::Postgresql(c) = conn {
-        diesel::sql_query("LOCK TABLE snapshots IN SHARE ROW EXCLUSIVE MODE").execute(c)?;
+    match conn {
+        DbConnection::Postgresql(c) => {
+            diesel::sql_query("LOCK TABLE snapshots IN SHARE ROW EXCLUSIVE MODE").execute(c)?;
+        }
+        DbConnection::Sqlite(c) => {
+            diesel::sql_query("UPDATE snapshots SET version = version WHERE 0").execute(c)?;
+        }
     }
     Ok(snapshots::table
         .select(diesel::dsl::max(snapshots::version))

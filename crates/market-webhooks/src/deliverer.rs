@@ -34,6 +34,12 @@ pub trait Clock {
     fn now(&self) -> OffsetDateTime;
 }
 
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> OffsetDateTime {
+        (**self).now()
+    }
+}
+
 /// The system clock.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
