@@ -37,12 +37,15 @@ impl Got {
     }
 }
 
+/// A scripted answer: the status and its `Retry-After`.
+type Scripted = (u16, Option<&'static str>);
+
 /// A local receiver answering from a script (then 204), recording every
 /// request.
 #[derive(Clone, Default)]
 struct Receiver {
     got: Arc<Mutex<Vec<Got>>>,
-    script: Arc<Mutex<VecDeque<(u16, Option<&'static str>)>>>,
+    script: Arc<Mutex<VecDeque<Scripted>>>,
     delay: Arc<Mutex<Duration>>,
     url: String,
 }
@@ -70,7 +73,7 @@ impl Receiver {
         r
     }
 
-    fn answer(&self, answers: &[(u16, Option<&'static str>)]) {
+    fn answer(&self, answers: &[Scripted]) {
         self.script.lock().unwrap().extend(answers.iter().copied());
     }
 
