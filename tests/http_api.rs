@@ -14,6 +14,7 @@ mod slow_clients;
 mod stream;
 mod support;
 mod tracker;
+mod webhook_model;
 mod webhooks;
 mod write_path;
 

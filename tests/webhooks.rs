@@ -127,10 +127,10 @@ async fn receive(req: HttpRequest, body: web::Bytes, r: web::Data<Receiver>) -> 
 
 /// A clock the test moves.
 #[derive(Debug)]
-struct ManualClock(Mutex<OffsetDateTime>);
+pub(crate) struct ManualClock(Mutex<OffsetDateTime>);
 
 impl ManualClock {
-    fn new() -> Arc<ManualClock> {
+    pub(crate) fn new() -> Arc<ManualClock> {
         // Whole milliseconds, as the store keeps times.
         let now = OffsetDateTime::now_utc();
         let now = now
@@ -138,7 +138,7 @@ impl ManualClock {
             .unwrap();
         Arc::new(ManualClock(Mutex::new(now)))
     }
-    fn advance(&self, by: Duration) {
+    pub(crate) fn advance(&self, by: Duration) {
         *self.0.lock().unwrap() += by;
     }
 }
@@ -151,7 +151,7 @@ impl Clock for ManualClock {
 
 /// Writes a new version in which `n` positions (from the `from`-th) are
 /// twice as large: `n` `increased` events.
-fn change(store: &Store, from: usize, n: usize) {
+pub(crate) fn change(store: &Store, from: usize, n: usize) {
     let meta = store.latest_snapshot().unwrap().unwrap();
     let mut version = store.load_snapshot(&meta).unwrap().version;
     version.observed_at = OffsetDateTime::now_utc().max(meta.observed_at + Duration::from_secs(1));
