@@ -7,7 +7,7 @@
 
 It answers 204 to a message whose signature verifies and 401 to one that
 does not, and prints (or appends to --log) one JSON line per message:
-{"webhookId", "verified", "type", "eventId", "receivedAt"}. The tests, the
+{"webhookId", "verified", "type", "eventId", "timestamp", "receivedAt"}. The tests, the
 webhook benchmark and docs/webhooks.md use it.
 """
 
@@ -51,6 +51,7 @@ def main():
                 "verified": verified,
                 "type": payload.get("type"),
                 "eventId": payload.get("eventId"),
+                "timestamp": payload.get("timestamp"),
                 "receivedAt": time.time(),
             })
             with lock:

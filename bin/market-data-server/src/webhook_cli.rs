@@ -105,7 +105,7 @@ pub enum WebhookCommand {
         /// Endpoint id (from `webhook list`).
         id: i64,
         /// How many.
-        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
         limit: i64,
         /// Print a JSON array instead of a table.
         #[arg(long)]

@@ -296,7 +296,8 @@ pub(crate) fn record(
             .iter()
             .map(|(seq, e, row)| (*seq, *e, row.body.as_str()))
             .collect();
-        crate::webhooks::enqueue(conn, obs.observed_at, &outbox)?;
+        // Enqueued at the wall time (`webhook deliveries` shows when).
+        crate::webhooks::enqueue(conn, OffsetDateTime::now_utc(), &outbox)?;
     }
     prune(conn, retention, at)
 }

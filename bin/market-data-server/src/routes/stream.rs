@@ -24,10 +24,10 @@ type Data = web::Data<AppState>;
 
 /// A comment line every so often keeps proxies from closing an idle stream.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
-/// Between heartbeats, an idle stream writes an empty line this often
-/// (which an `EventSource` ignores): actix-web learns that a client went
-/// away only when a write fails, and until then its stream holds a place of
-/// its key's `--max-streams-per-key`.
+/// A stream that wrote nothing for this long writes an empty line (which an
+/// `EventSource` ignores): actix-web learns that a client went away only
+/// when a write fails, and until then its stream holds a place of its key's
+/// `--max-streams-per-key`.
 const PROBE: Duration = Duration::from_secs(5);
 /// Events per read of a replay.
 const REPLAY_PAGE: usize = 500;
@@ -195,32 +195,42 @@ pub async fn stream_position_events(
                 }
             }
         }
-        let mut probe = tokio::time::interval_at(tokio::time::Instant::now() + PROBE, PROBE);
-        let probes_per_heartbeat = (HEARTBEAT.as_secs() / PROBE.as_secs()).max(1);
-        let mut probes = 0u64;
+        // The probe fires only after PROBE without a write (a stream fed by
+        // a publish every few seconds never needs it: at 10,000 streams
+        // that is thousands of wake-ups and writes a second saved); the
+        // heartbeat is due every HEARTBEAT whatever was written, and rides
+        // on a push when one comes.
+        let probe = tokio::time::sleep(PROBE);
+        tokio::pin!(probe);
+        let mut next_heartbeat = tokio::time::Instant::now() + HEARTBEAT;
         loop {
+            let mut wrote = false;
             tokio::select! {
                 pushed = receiver.recv() => match pushed {
                     Ok(push) => match &*push {
                         Push::Events(chunk) if everything && chunk.starts_after(floor) => {
                             // Every event, none sent yet: the hub's pieces, shared.
                             for piece in chunk.packed.clone() {
+                                wrote = true;
                                 yield Ok(piece);
                             }
                             floor = chunk.last_seq();
                         }
                         Push::Events(chunk) => {
                             for piece in pieces(passing(&chunk.events, &filter, &mut floor)) {
+                                wrote = true;
                                 yield Ok(piece);
                             }
                         }
                         Push::Version(v) if filter.symbol.is_none() => {
                             for piece in v.packed.clone() {
+                                wrote = true;
                                 yield Ok(piece);
                             }
                         }
                         Push::Version(v) => {
                             for piece in pieces(v.frame(filter.symbol.as_deref())) {
+                                wrote = true;
                                 yield Ok(piece);
                             }
                         }
@@ -236,14 +246,20 @@ pub async fn stream_position_events(
                     }
                     Err(RecvError::Closed) => return,
                 },
-                _ = probe.tick() => {
-                    probes += 1;
-                    yield Ok(if probes.is_multiple_of(probes_per_heartbeat) {
-                        heartbeat(floor)
-                    } else {
-                        Bytes::from_static(b"\n")
-                    });
+                _ = &mut probe => {
+                    wrote = true;
+                    if tokio::time::Instant::now() < next_heartbeat {
+                        yield Ok(Bytes::from_static(b"\n"));
+                    }
+                },
+            }
+            if wrote {
+                let now = tokio::time::Instant::now();
+                if now >= next_heartbeat {
+                    next_heartbeat = now + HEARTBEAT;
+                    yield Ok(heartbeat(floor));
                 }
+                probe.as_mut().reset(now + PROBE);
             }
         }
     };
