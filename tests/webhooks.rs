@@ -122,7 +122,12 @@ async fn receive(req: HttpRequest, body: web::Bytes, r: web::Data<Receiver>) -> 
     if let Some(v) = retry_after {
         answer.insert_header(("retry-after", v));
     }
-    answer.body("ok")
+    if (300..400).contains(&code) {
+        // A redirect to the receiver itself: followed, it would be a 204.
+        answer.insert_header(("location", req.uri().path().to_owned()));
+    }
+    // 502: a 1 MiB body.
+    answer.body("x".repeat(if code == 502 { 1 << 20 } else { 2 }))
 }
 
 /// A clock the test moves.
@@ -565,6 +570,68 @@ async fn retries_back_off_honour_retry_after_and_stop_at_410() {
     assert_eq!(d.round().await.unwrap(), 1);
     assert_eq!(receiver.got().len(), 6 + 1 + 2);
     assert_eq!(store.webhooks().unwrap()[0].pending, 0);
+}
+
+/// One attempt is bounded: a redirect is not followed (a failure, retried),
+/// a large answer is not read whole, and an answer that takes longer than
+/// 10 s is a timeout.
+#[tokio::test(flavor = "current_thread")]
+async fn one_attempt_is_bounded_in_time_and_size_and_follows_no_redirect() {
+    let db = seeded_database(Backend::Sqlite);
+    let store = Store::open(db.url(), PoolOptions::default()).unwrap();
+    let clock = ManualClock::new();
+    let receiver = Receiver::start();
+    let e = store
+        .create_webhook(
+            &receiver.url,
+            &Secret::generate().expose(),
+            &WebhookFilter::default(),
+            clock.now(),
+        )
+        .unwrap();
+    let d = deliverer(&store, &clock, PRIVATE_OK, "w1");
+    change(&store, 0, 1);
+    let last = || store.webhook_deliveries(e.id, 1).unwrap().remove(0);
+
+    receiver.answer(&[(302, None)]);
+    d.round().await.unwrap();
+    assert_eq!(receiver.got().len(), 1, "the redirect was not followed");
+    assert_eq!(last().last_status, Some(302));
+
+    // A 1 MiB error body: the attempt records the status and a short
+    // snippet of it.
+    clock.advance(Duration::from_secs(600));
+    receiver.answer(&[(502, None)]);
+    d.round().await.unwrap();
+    let l = last();
+    assert_eq!(l.last_status, Some(502));
+    assert!(
+        l.last_error.as_ref().unwrap().len() < 300,
+        "{:?}",
+        l.last_error
+    );
+
+    clock.advance(Duration::from_secs(600));
+    *receiver.delay.lock().unwrap() = Duration::from_secs(11);
+    let started = Instant::now();
+    d.round().await.unwrap();
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(10) && took < Duration::from_secs(11),
+        "{took:?}"
+    );
+    let l = last();
+    assert_eq!(l.last_status, None);
+    assert!(
+        l.last_error
+            .as_ref()
+            .unwrap()
+            .contains("timed out after 10 s"),
+        "{:?}",
+        l.last_error
+    );
+    assert_eq!(l.state, market_store::DeliveryState::Pending);
+    assert_eq!(l.attempts, 3);
 }
 
 /// An endpoint that fails for a day is disabled, with the reason in

@@ -252,13 +252,13 @@ pub fn run(command: WebhookCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&items)?);
             } else {
                 println!(
-                    "{:>4}  {:<40}  {:<30}  {:>8}  {:<20}  STATE",
+                    "{:>4}  {:<40}  {:<30}  {:>8}  {:<24}  STATE",
                     "ID", "URL", "FILTER", "PENDING", "LAST DELIVERED"
                 );
                 for s in &list {
                     let e = &s.endpoint;
                     println!(
-                        "{:>4}  {:<40}  {:<30}  {:>8}  {:<20}  {}",
+                        "{:>4}  {:<40}  {:<30}  {:>8}  {:<24}  {}",
                         e.id,
                         e.url,
                         filter_text(&e.filter),
@@ -307,7 +307,7 @@ pub fn run(command: WebhookCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&items)?);
             } else {
                 println!(
-                    "{:>8}  {:<36}  {:<15}  {:>8}  {:<9}  {:>8}  {:<20}  {:<20}  LAST ERROR",
+                    "{:>8}  {:<36}  {:<15}  {:>8}  {:<9}  {:>8}  {:<24}  {:<24}  LAST ERROR",
                     "ID",
                     "WEBHOOK-ID",
                     "TYPE",
@@ -319,7 +319,7 @@ pub fn run(command: WebhookCommand) -> anyhow::Result<()> {
                 );
                 for d in &list {
                     println!(
-                        "{:>8}  {:<36}  {:<15}  {:>8}  {:<9}  {:>8}  {:<20}  {:<20}  {}",
+                        "{:>8}  {:<36}  {:<15}  {:>8}  {:<9}  {:>8}  {:<24}  {:<24}  {}",
                         d.id,
                         d.message_id,
                         d.event_type,

@@ -313,6 +313,30 @@ pub struct PositionEvent {
     pub previous_liq_price: Option<Decimal>,
 }
 
+/// The body of a webhook message carrying a position event (the Standard
+/// Webhooks shape: `type`, `timestamp`, `data`; docs/webhooks.md), for
+/// receivers written in Rust.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PositionEventMessage {
+    /// Always `position-event`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The event's `observedAt`.
+    #[serde(with = "rfc3339_utc")]
+    pub timestamp: OffsetDateTime,
+    /// The event's id in the event stream (its `id:`; `since=` resumes
+    /// after it).
+    pub event_id: i64,
+    /// The event as the list renders it.
+    pub data: PositionEvent,
+}
+
+impl PositionEventMessage {
+    /// The `type` of these messages.
+    pub const TYPE: &'static str = "position-event";
+}
+
 /// Response of `GET /networks/{network}/position-events`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

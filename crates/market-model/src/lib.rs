@@ -13,8 +13,8 @@ pub use coverage::{ClassStaleness, MarketCoverage, NetworkCoverage, WalletFreshn
 pub use decimal::{Decimal, ParseDecimalError, PlainDecimal};
 pub use history::{
     BySizeClass, ClassSplit, Cohort, DataVersionEvent, Holding, MarketCohorts, MarketFigures,
-    MarketHistory, MarketHistoryPoint, PositionEvent, PositionEventList, StreamEnd, WalletDetail,
-    WalletHistory, WalletHistoryPoint,
+    MarketHistory, MarketHistoryPoint, PositionEvent, PositionEventList, PositionEventMessage,
+    StreamEnd, WalletDetail, WalletHistory, WalletHistoryPoint,
 };
 pub use query::{
     Coverage, Direction, EventKind, HistoryInterval, Interval, MarketSort, Side, SizeClass,

@@ -292,12 +292,8 @@ pub(crate) fn record(
     if obs.events {
         let events = derive_events(conn, obs)?;
         let written = write_events(conn, &events)?;
-        let outbox: Vec<(i64, &PositionEvent, &str)> = written
-            .iter()
-            .map(|(seq, e, row)| (*seq, *e, row.body.as_str()))
-            .collect();
         // Enqueued at the wall time (`webhook deliveries` shows when).
-        crate::webhooks::enqueue(conn, OffsetDateTime::now_utc(), &outbox)?;
+        crate::webhooks::enqueue(conn, OffsetDateTime::now_utc(), &written)?;
     }
     prune(conn, retention, at)
 }
@@ -373,12 +369,12 @@ fn write_points(conn: &mut DbConnection, at: i64, points: &[PointRow]) -> Result
 }
 
 /// Writes events; an event with the same keys (an observation written
-/// again at the same instant) is replaced. Returns each with its number
-/// and row, in stream order.
+/// again at the same instant) is replaced. Returns each with its number,
+/// in stream order.
 fn write_events<'e>(
     conn: &mut DbConnection,
     events: &'e [PositionEvent],
-) -> Result<Vec<(i64, &'e PositionEvent, EventRow)>, StoreError> {
+) -> Result<Vec<(i64, &'e PositionEvent)>, StoreError> {
     if events.is_empty() {
         return Ok(Vec::new());
     }
@@ -426,11 +422,7 @@ fn write_events<'e>(
         "position events",
         &mut quiet
     );
-    Ok(ordered
-        .into_iter()
-        .zip(rows)
-        .map(|(e, row)| (row.seq, e, row))
-        .collect())
+    Ok(rows.iter().map(|r| r.seq).zip(ordered).collect())
 }
 
 /// `floor(value × 10^6)`, saturating: the indexed form of an event's value.

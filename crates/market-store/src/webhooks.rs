@@ -16,15 +16,13 @@
 
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Text};
-use market_model::{Decimal, EventKind, PositionEvent};
+use market_model::{Decimal, EventKind, PositionEvent, PositionEventMessage};
 use time::OffsetDateTime;
 
 use crate::history::epoch_ms;
 use crate::schema::{webhook_deliveries, webhook_endpoints};
 use crate::{DbConnection, Store, StoreError, MAX_BINDS};
 
-/// The `type` of a position event's message.
-pub const POSITION_EVENT: &str = "position-event";
 /// The `type` of a `webhook test` message.
 pub const TEST_EVENT: &str = "webhook.test";
 
@@ -319,23 +317,24 @@ pub fn new_message_id() -> String {
     format!("msg_{:032x}", rand::random::<u128>())
 }
 
-/// The body of a position event's message (the Standard Webhooks shape:
-/// `type`, `timestamp`, `data`), with the event's stream id; `body` is the
-/// event as the list renders it.
-pub fn event_payload(seq: i64, event: &PositionEvent, body: &str) -> String {
-    format!(
-        r#"{{"type":"{POSITION_EVENT}","timestamp":"{}","eventId":{seq},"data":{body}}}"#,
-        market_model::timestamp::format_utc(event.observed_at)
-    )
+/// The body of a position event's message, with the event's stream id.
+pub fn event_payload(seq: i64, event: &PositionEvent) -> String {
+    serde_json::to_string(&PositionEventMessage {
+        kind: PositionEventMessage::TYPE.to_owned(),
+        timestamp: event.observed_at,
+        event_id: seq,
+        data: event.clone(),
+    })
+    .expect("model types serialize")
 }
 
 /// Enqueues, for every enabled endpoint, a delivery of each of `events`
-/// (`(stream id, event, rendered event)`, in stream order) that it matches
+/// (`(stream id, event)`, in stream order) that it matches
 /// (inside the caller's version-writing transaction).
 pub(crate) fn enqueue(
     conn: &mut DbConnection,
     now: OffsetDateTime,
-    events: &[(i64, &PositionEvent, &str)],
+    events: &[(i64, &PositionEvent)],
 ) -> Result<usize, StoreError> {
     if events.is_empty() {
         return Ok(0);
@@ -351,13 +350,13 @@ pub(crate) fn enqueue(
     let now = ms(now);
     let mut rows = Vec::new();
     for e in &endpoints {
-        for (seq, event, body) in events {
+        for (seq, event) in events {
             if e.filter.matches(event) {
                 rows.push(NewDelivery::pending(
                     e.id,
-                    POSITION_EVENT,
+                    PositionEventMessage::TYPE,
                     Some(*seq),
-                    event_payload(*seq, event, body),
+                    event_payload(*seq, event),
                     now,
                 ));
             }

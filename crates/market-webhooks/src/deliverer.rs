@@ -158,12 +158,20 @@ impl<T: Transport, C: Clock> Deliverer<T, C> {
     /// fewer than `concurrency` are in hand, and every `poll`.
     pub async fn run(&self) {
         let mut running = FuturesUnordered::new();
+        // A busy SQLite file (a long publish holds the write lock) fails a
+        // claim now and then: said once a minute, not at every poll.
+        let mut warned: Option<std::time::Instant> = None;
         while !self.stopping() {
             let room = self.options.concurrency.saturating_sub(running.len());
             if room > 0 {
                 match self.claim(room) {
                     Ok(claims) => running.extend(claims.into_iter().map(|c| self.serve(c))),
-                    Err(e) => log::warn!("webhooks: claiming due endpoints failed: {e}"),
+                    Err(e) => {
+                        if warned.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+                            log::warn!("webhooks: claiming due endpoints failed (tried again every {:?}): {e}", self.options.poll);
+                            warned = Some(std::time::Instant::now());
+                        }
+                    }
                 }
             }
             tokio::select! {

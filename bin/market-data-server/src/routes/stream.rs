@@ -171,14 +171,14 @@ pub async fn stream_position_events(
             floor = after;
             loop {
                 let (f, from) = (filter.clone(), floor);
-                let page = state
-                    .db
-                    .run(Lane::Page, move |store| {
-                        store
-                            .events_after(&f, from, REPLAY_PAGE)
-                            .map_err(ApiError::from)
-                    })
-                    .await;
+                // Boxed: a stream's state is the largest of its await
+                // points, and it lives as long as the stream.
+                let page = Box::pin(state.db.run(Lane::Page, move |store| {
+                    store
+                        .events_after(&f, from, REPLAY_PAGE)
+                        .map_err(ApiError::from)
+                }))
+                .await;
                 let Ok(page) = page else {
                     // The database is busy or gone: the client resumes later.
                     yield Ok(end("unavailable", floor));
