@@ -634,6 +634,54 @@ async fn one_attempt_is_bounded_in_time_and_size_and_follows_no_redirect() {
     assert_eq!(l.attempts, 3);
 }
 
+/// `webhook disable` during an attempt stands: a failed attempt does not
+/// enable the endpoint again, and a successful one ends the turn (the rest
+/// waits).
+#[tokio::test(flavor = "current_thread")]
+async fn disabling_during_an_attempt_stands() {
+    let db = seeded_database(Backend::Sqlite);
+    let store = Store::open(db.url(), PoolOptions::default()).unwrap();
+    let clock = ManualClock::new();
+    let receiver = Receiver::start();
+    *receiver.delay.lock().unwrap() = Duration::from_millis(600);
+    let e = store
+        .create_webhook(
+            &receiver.url,
+            &Secret::generate().expose(),
+            &WebhookFilter::default(),
+            clock.now(),
+        )
+        .unwrap();
+    let d = deliverer(&store, &clock, PRIVATE_OK, "w1");
+    change(&store, 0, 3);
+    let disable_meanwhile = || async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(store
+            .disable_webhook(e.id, "disabled by the operator", clock.now())
+            .unwrap());
+    };
+
+    receiver.answer(&[(500, None)]);
+    let (served, ()) = tokio::join!(d.round(), disable_meanwhile());
+    assert_eq!(served.unwrap(), 1);
+    let w = store.webhook(e.id).unwrap().unwrap();
+    assert!(
+        w.disabled_at.is_some(),
+        "the failed attempt enabled it again"
+    );
+    assert_eq!(
+        w.disabled_reason.as_deref(),
+        Some("disabled by the operator")
+    );
+
+    assert!(store.enable_webhook(e.id, clock.now()).unwrap());
+    let (served, ()) = tokio::join!(d.round(), disable_meanwhile());
+    assert_eq!(served.unwrap(), 1);
+    assert_eq!(receiver.got().len(), 2, "the turn ended at the disable");
+    assert_eq!(store.webhooks().unwrap()[0].pending, 2);
+    assert!(store.webhook(e.id).unwrap().unwrap().disabled_at.is_some());
+}
+
 /// An endpoint that fails for a day is disabled, with the reason in
 /// `webhook list`; its messages wait.
 #[tokio::test(flavor = "current_thread")]

@@ -400,13 +400,15 @@ struct ClaimRow {
 
 /// Claims the due endpoints: enabled, past their next attempt, unclaimed or
 /// with an expired claim, and with a pending delivery. PostgreSQL skips rows
-/// another claimer holds locked (`FOR UPDATE SKIP LOCKED`).
+/// another claimer holds locked (`SKIP LOCKED`); `NO KEY UPDATE`, since a
+/// publish enqueuing for the endpoint holds a `KEY SHARE` lock on it (the
+/// foreign key) that `FOR UPDATE` would skip it for.
 const CLAIM_PG: &str = "UPDATE webhook_endpoints SET claimed_by = $1, claimed_until = $2 \
      WHERE id IN (SELECT e.id FROM webhook_endpoints e \
        WHERE e.disabled_at IS NULL AND e.next_attempt_at <= $3 \
          AND (e.claimed_until IS NULL OR e.claimed_until <= $3) \
          AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND d.state = 'pending') \
-       ORDER BY e.next_attempt_at, e.id LIMIT $4 FOR UPDATE SKIP LOCKED) \
+       ORDER BY e.next_attempt_at, e.id LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED) \
      RETURNING id, url, secret, failing_since";
 /// The same for SQLite, which serializes writers: the statement runs alone.
 const CLAIM_SQLITE: &str = "UPDATE webhook_endpoints SET claimed_by = ?1, claimed_until = ?2 \
@@ -689,8 +691,9 @@ impl Store {
 
     /// Records an acknowledged delivery, clears the endpoint's failure and
     /// extends `worker`'s claim to `now + lease`. Returns whether the claim
-    /// was still `worker`'s: if not, another process took the endpoint over
-    /// and the caller stops (the delivery is recorded either way, since the
+    /// was still `worker`'s and the endpoint enabled: if not, another
+    /// process took the endpoint over or the operator disabled it, and the
+    /// caller stops (the delivery is recorded either way, since the
     /// receiver has it).
     pub fn webhook_delivered(
         &self,
@@ -719,13 +722,17 @@ impl Store {
                 webhook_deliveries::delivered_at.eq(now),
             ))
             .execute(conn)?;
-            let held = diesel::update(held_by(worker, endpoint_id, now))
-                .set((
-                    webhook_endpoints::claimed_until.eq(until),
-                    webhook_endpoints::failing_since.eq(None::<i64>),
-                    webhook_endpoints::next_attempt_at.eq(now),
-                ))
-                .execute(conn)?;
+            // Not if the operator disabled it meanwhile: its deliveries
+            // wait, so this turn ends here.
+            let held = diesel::update(
+                held_by(worker, endpoint_id, now).filter(webhook_endpoints::disabled_at.is_null()),
+            )
+            .set((
+                webhook_endpoints::claimed_until.eq(until),
+                webhook_endpoints::failing_since.eq(None::<i64>),
+                webhook_endpoints::next_attempt_at.eq(now),
+            ))
+            .execute(conn)?;
             Ok(held == 1)
         })
     }
@@ -765,11 +772,24 @@ impl Store {
                     webhook_endpoints::claimed_until.eq(None::<i64>),
                     webhook_endpoints::failing_since.eq(ms(failing_since)),
                     webhook_endpoints::next_attempt_at.eq(ms(failure.retry_at)),
-                    webhook_endpoints::disabled_at.eq(failure.disable.as_ref().map(|_| now)),
-                    webhook_endpoints::disabled_reason.eq(failure.disable.as_deref()),
+                ))
+                .execute(conn)?
+                == 1;
+            // Only ever disables: an operator's `webhook disable` during the
+            // attempt stands.
+            if let (true, Some(reason)) = (held, &failure.disable) {
+                diesel::update(
+                    webhook_endpoints::table
+                        .find(endpoint_id)
+                        .filter(webhook_endpoints::disabled_at.is_null()),
+                )
+                .set((
+                    webhook_endpoints::disabled_at.eq(now),
+                    webhook_endpoints::disabled_reason.eq(reason),
                 ))
                 .execute(conn)?;
-            Ok(held == 1)
+            }
+            Ok(held)
         })
     }
 

@@ -28,6 +28,9 @@ use crate::schedule;
 use crate::signature::Secret;
 use crate::transport::{Answer, Message, Transport};
 
+/// Time kept in hand, beyond an attempt's timeout, before a claim ends.
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
+
 /// The time source (a test's is manual).
 pub trait Clock {
     /// Now.
@@ -165,7 +168,9 @@ impl<T: Transport, C: Clock> Deliverer<T, C> {
             let room = self.options.concurrency.saturating_sub(running.len());
             if room > 0 {
                 match self.claim(room) {
-                    Ok(claims) => running.extend(claims.into_iter().map(|c| self.serve(c))),
+                    Ok(claims) => {
+                        running.extend(claims.into_iter().map(|(c, until)| self.serve(c, until)))
+                    }
                     Err(e) => {
                         if warned.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
                             log::warn!("webhooks: claiming due endpoints failed (tried again every {:?}): {e}", self.options.poll);
@@ -196,25 +201,30 @@ impl<T: Transport, C: Clock> Deliverer<T, C> {
     pub async fn round(&self) -> Result<usize, StoreError> {
         let claims = self.claim(self.options.concurrency)?;
         let n = claims.len();
-        let results: Vec<Result<(), StoreError>> =
-            futures_util::future::join_all(claims.into_iter().map(|c| self.serve(c))).await;
+        let results: Vec<Result<(), StoreError>> = futures_util::future::join_all(
+            claims.into_iter().map(|(c, until)| self.serve(c, until)),
+        )
+        .await;
         results.into_iter().collect::<Result<(), _>>()?;
         Ok(n)
     }
 
-    fn claim(&self, max: usize) -> Result<Vec<Claim>, StoreError> {
-        self.store.claim_webhooks(
-            &self.options.worker,
-            self.clock.now(),
-            self.options.lease,
-            max,
-        )
+    /// Claims up to `max` due endpoints; each with the time its claim ends.
+    fn claim(&self, max: usize) -> Result<Vec<(Claim, OffsetDateTime)>, StoreError> {
+        let now = self.clock.now();
+        let until = now + self.options.lease;
+        Ok(self
+            .store
+            .claim_webhooks(&self.options.worker, now, self.options.lease, max)?
+            .into_iter()
+            .map(|c| (c, until))
+            .collect())
     }
 
     /// Delivers one claimed endpoint's messages in order until none is
-    /// left, one fails, its turn ends, the claim is lost or the deliverer
-    /// stops.
-    async fn serve(&self, claim: Claim) -> Result<(), StoreError> {
+    /// left, one fails, its turn ends, the claim is lost or too close to its
+    /// end (`lease_until`) for another attempt, or the deliverer stops.
+    async fn serve(&self, claim: Claim, mut lease_until: OffsetDateTime) -> Result<(), StoreError> {
         let worker = self.options.worker.as_str();
         let endpoint = claim.endpoint_id;
         let secret = Secret::parse(&claim.secret).ok();
@@ -226,7 +236,12 @@ impl<T: Transport, C: Clock> Deliverer<T, C> {
                 break;
             }
             for d in batch {
-                if self.stopping() || sent >= self.options.turn {
+                // An attempt must end while the claim holds, or another
+                // process could take the endpoint over and send the next
+                // message before this one lands (a database call that
+                // waited long can have eaten the lease).
+                let must_end_by = self.clock.now() + crate::transport::TIMEOUT + LEASE_MARGIN;
+                if self.stopping() || sent >= self.options.turn || must_end_by > lease_until {
                     break 'turn;
                 }
                 sent += 1;
@@ -248,9 +263,10 @@ impl<T: Transport, C: Clock> Deliverer<T, C> {
                             self.options.lease,
                         )?;
                         if !held {
-                            log::warn!("webhooks: endpoint {endpoint} was taken over by another process (this one's claim expired)");
+                            log::info!("webhooks: endpoint {endpoint} was disabled, or taken over by another process (this one's claim expired)");
                             return Ok(());
                         }
+                        lease_until = now + self.options.lease;
                     }
                     Verdict::Failed(failure, since) => {
                         self.stats.failed.fetch_add(1, Ordering::Relaxed);

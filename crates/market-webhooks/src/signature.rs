@@ -98,7 +98,7 @@ impl Secret {
         now: i64,
     ) -> Result<(), VerifyError> {
         let ts: i64 = timestamp.parse().map_err(|_| VerifyError::BadTimestamp)?;
-        if (now - ts).abs() > TOLERANCE_SECS {
+        if now.abs_diff(ts) > TOLERANCE_SECS.unsigned_abs() {
             return Err(VerifyError::Stale);
         }
         for entry in signatures.split(' ') {
@@ -156,6 +156,10 @@ mod tests {
         );
         assert_eq!(
             secret.verify("msg_1", "1000", b"{}", &sig, 1000 + TOLERANCE_SECS + 1),
+            Err(VerifyError::Stale)
+        );
+        assert_eq!(
+            secret.verify("msg_1", &i64::MIN.to_string(), b"{}", &sig, 1000),
             Err(VerifyError::Stale)
         );
         let other = Secret::generate();

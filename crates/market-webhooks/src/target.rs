@@ -58,6 +58,10 @@ pub fn is_public(ip: IpAddr) -> bool {
                 || v6.is_multicast()
                 || (s[0] & 0xfe00) == 0xfc00 // unique local (fd00:ec2::254 metadata)
                 || (s[0] & 0xffc0) == 0xfe80 // link-local
+                || (s[0] & 0xffc0) == 0xfec0 // site-local (deprecated)
+                || s[0] == 0x2002 // 6to4: an IPv4 inside
+                || (s[0] == 0x2001 && s[1] == 0) // Teredo: an IPv4 inside
+                || (s[0..4] == [0, 0, 0, 0] && s[4] == 0xffff && s[5] == 0) // IPv4-translated
                 || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
                 || (s[0] == 0x0064 && s[1] == 0xff9b) // NAT64: an IPv4 inside
                 || (s[0..6] == [0, 0, 0, 0, 0, 0])) // IPv4-compatible (deprecated)
@@ -189,6 +193,10 @@ mod tests {
             "http://[fd00:ec2::254]/",
             "http://[::ffff:127.0.0.1]/",
             "http://[::ffff:169.254.169.254]/",
+            "http://[fec0::1]/",
+            "http://[2002:7f00:1::1]/",
+            "http://[2001:0:4136:e378::1]/",
+            "http://[::ffff:0:7f00:1]/",
             "http://224.0.0.1/",
             "http://255.255.255.255/",
         ] {
