@@ -463,17 +463,25 @@ const PRIVATE_OK: TargetPolicy = TargetPolicy {
     allow_private: true,
 };
 
-/// Retries keep the order and the `webhook-id`, sign every attempt anew,
-/// back off exponentially, wait as long as `Retry-After` says on 503, and
-/// stop at a 410, which disables the endpoint until it is enabled again.
-#[tokio::test(flavor = "current_thread")]
-async fn retries_back_off_honour_retry_after_and_stop_at_410() {
+/// One endpoint taking every event on a copy of the seeded database, its
+/// receiver, and a deliverer on a manual clock.
+struct One {
+    _db: TestDatabase,
+    store: Store,
+    clock: Arc<ManualClock>,
+    receiver: Receiver,
+    endpoint: market_store::WebhookEndpoint,
+    secret: String,
+    d: Deliverer<HttpTransport, Arc<ManualClock>>,
+}
+
+fn one_endpoint() -> One {
     let db = seeded_database(Backend::Sqlite);
     let store = Store::open(db.url(), PoolOptions::default()).unwrap();
     let clock = ManualClock::new();
     let receiver = Receiver::start();
     let secret = Secret::generate().expose();
-    let e = store
+    let endpoint = store
         .create_webhook(
             &receiver.url,
             &secret,
@@ -482,6 +490,31 @@ async fn retries_back_off_honour_retry_after_and_stop_at_410() {
         )
         .unwrap();
     let d = deliverer(&store, &clock, PRIVATE_OK, "w1");
+    One {
+        _db: db,
+        store,
+        clock,
+        receiver,
+        endpoint,
+        secret,
+        d,
+    }
+}
+
+/// Retries keep the order and the `webhook-id`, sign every attempt anew,
+/// back off exponentially, wait as long as `Retry-After` says on 503, and
+/// stop at a 410, which disables the endpoint until it is enabled again.
+#[tokio::test(flavor = "current_thread")]
+async fn retries_back_off_honour_retry_after_and_stop_at_410() {
+    let One {
+        _db,
+        store,
+        clock,
+        receiver,
+        endpoint: e,
+        secret,
+        d,
+    } = one_endpoint();
     change(&store, 0, 3);
     receiver.answer(&[(500, None), (503, Some("120")), (429, None)]);
 
@@ -577,19 +610,15 @@ async fn retries_back_off_honour_retry_after_and_stop_at_410() {
 /// 10 s is a timeout.
 #[tokio::test(flavor = "current_thread")]
 async fn one_attempt_is_bounded_in_time_and_size_and_follows_no_redirect() {
-    let db = seeded_database(Backend::Sqlite);
-    let store = Store::open(db.url(), PoolOptions::default()).unwrap();
-    let clock = ManualClock::new();
-    let receiver = Receiver::start();
-    let e = store
-        .create_webhook(
-            &receiver.url,
-            &Secret::generate().expose(),
-            &WebhookFilter::default(),
-            clock.now(),
-        )
-        .unwrap();
-    let d = deliverer(&store, &clock, PRIVATE_OK, "w1");
+    let One {
+        _db,
+        store,
+        clock,
+        receiver,
+        endpoint: e,
+        secret: _,
+        d,
+    } = one_endpoint();
     change(&store, 0, 1);
     let last = || store.webhook_deliveries(e.id, 1).unwrap().remove(0);
 
@@ -639,20 +668,16 @@ async fn one_attempt_is_bounded_in_time_and_size_and_follows_no_redirect() {
 /// waits).
 #[tokio::test(flavor = "current_thread")]
 async fn disabling_during_an_attempt_stands() {
-    let db = seeded_database(Backend::Sqlite);
-    let store = Store::open(db.url(), PoolOptions::default()).unwrap();
-    let clock = ManualClock::new();
-    let receiver = Receiver::start();
+    let One {
+        _db,
+        store,
+        clock,
+        receiver,
+        endpoint: e,
+        secret: _,
+        d,
+    } = one_endpoint();
     *receiver.delay.lock().unwrap() = Duration::from_millis(600);
-    let e = store
-        .create_webhook(
-            &receiver.url,
-            &Secret::generate().expose(),
-            &WebhookFilter::default(),
-            clock.now(),
-        )
-        .unwrap();
-    let d = deliverer(&store, &clock, PRIVATE_OK, "w1");
     change(&store, 0, 3);
     let disable_meanwhile = || async {
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -686,19 +711,15 @@ async fn disabling_during_an_attempt_stands() {
 /// `webhook list`; its messages wait.
 #[tokio::test(flavor = "current_thread")]
 async fn a_day_of_failures_disables_the_endpoint() {
-    let db = seeded_database(Backend::Sqlite);
-    let store = Store::open(db.url(), PoolOptions::default()).unwrap();
-    let clock = ManualClock::new();
-    let receiver = Receiver::start();
-    let e = store
-        .create_webhook(
-            &receiver.url,
-            &Secret::generate().expose(),
-            &WebhookFilter::default(),
-            clock.now(),
-        )
-        .unwrap();
-    let d = deliverer(&store, &clock, PRIVATE_OK, "w1");
+    let One {
+        _db,
+        store,
+        clock,
+        receiver,
+        endpoint: e,
+        secret: _,
+        d,
+    } = one_endpoint();
     change(&store, 0, 1);
     receiver.answer(&[(500, None); 2000]);
     let started = clock.now();
