@@ -198,73 +198,50 @@ fn opt_at(ms: Option<i64>) -> Result<Option<OffsetDateTime>, StoreError> {
     ms.map(at).transpose()
 }
 
-type EndpointRow = (
-    i64,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    i64,
-    Option<i64>,
-    Option<String>,
-    Option<i64>,
-    i64,
-);
-
-const ENDPOINT_COLUMNS: (
-    webhook_endpoints::id,
-    webhook_endpoints::url,
-    webhook_endpoints::secret,
-    webhook_endpoints::symbol,
-    webhook_endpoints::address,
-    webhook_endpoints::kind,
-    webhook_endpoints::min_value,
-    webhook_endpoints::created_at,
-    webhook_endpoints::disabled_at,
-    webhook_endpoints::disabled_reason,
-    webhook_endpoints::failing_since,
-    webhook_endpoints::next_attempt_at,
-) = (
-    webhook_endpoints::id,
-    webhook_endpoints::url,
-    webhook_endpoints::secret,
-    webhook_endpoints::symbol,
-    webhook_endpoints::address,
-    webhook_endpoints::kind,
-    webhook_endpoints::min_value,
-    webhook_endpoints::created_at,
-    webhook_endpoints::disabled_at,
-    webhook_endpoints::disabled_reason,
-    webhook_endpoints::failing_since,
-    webhook_endpoints::next_attempt_at,
-);
+/// An endpoint as stored (claims aside).
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = webhook_endpoints)]
+struct EndpointRow {
+    id: i64,
+    url: String,
+    secret: String,
+    symbol: Option<String>,
+    address: Option<String>,
+    kind: Option<String>,
+    min_value: Option<String>,
+    created_at: i64,
+    disabled_at: Option<i64>,
+    disabled_reason: Option<String>,
+    failing_since: Option<i64>,
+    next_attempt_at: i64,
+}
 
 fn endpoint(r: EndpointRow) -> Result<WebhookEndpoint, StoreError> {
-    let kind =
-        r.5.map(|k| k.parse::<EventKind>())
-            .transpose()
-            .map_err(|e| StoreError::Corrupt(format!("webhook kind: {e}")))?;
-    let min_value =
-        r.6.map(|m| m.parse::<Decimal>())
-            .transpose()
-            .map_err(|e| StoreError::Corrupt(format!("webhook min_value: {e}")))?;
+    let kind = r
+        .kind
+        .map(|k| k.parse::<EventKind>())
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(format!("webhook kind: {e}")))?;
+    let min_value = r
+        .min_value
+        .map(|m| m.parse::<Decimal>())
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(format!("webhook min_value: {e}")))?;
     Ok(WebhookEndpoint {
-        id: r.0,
-        url: r.1,
-        secret: r.2,
+        id: r.id,
+        url: r.url,
+        secret: r.secret,
         filter: WebhookFilter {
-            symbol: r.3,
-            address: r.4,
+            symbol: r.symbol,
+            address: r.address,
             kind,
             min_value,
         },
-        created_at: at(r.7)?,
-        disabled_at: opt_at(r.8)?,
-        disabled_reason: r.9,
-        failing_since: opt_at(r.10)?,
-        next_attempt_at: at(r.11)?,
+        created_at: at(r.created_at)?,
+        disabled_at: opt_at(r.disabled_at)?,
+        disabled_reason: r.disabled_reason,
+        failing_since: opt_at(r.failing_since)?,
+        next_attempt_at: at(r.next_attempt_at)?,
     })
 }
 
@@ -340,7 +317,7 @@ pub(crate) fn enqueue(
         return Ok(0);
     }
     let endpoints = webhook_endpoints::table
-        .select(ENDPOINT_COLUMNS)
+        .select(EndpointRow::as_select())
         .filter(webhook_endpoints::disabled_at.is_null())
         .order(webhook_endpoints::id)
         .load::<EndpointRow>(conn)?
@@ -447,7 +424,7 @@ impl Store {
             // RETURNING is not available through MultiConnection: read back
             // by the secret, which is random.
             let row: EndpointRow = webhook_endpoints::table
-                .select(ENDPOINT_COLUMNS)
+                .select(EndpointRow::as_select())
                 .filter(webhook_endpoints::secret.eq(secret))
                 .order(webhook_endpoints::id.desc())
                 .first(conn)?;
@@ -459,7 +436,7 @@ impl Store {
     pub fn webhook(&self, id: i64) -> Result<Option<WebhookEndpoint>, StoreError> {
         let mut conn = self.conn()?;
         webhook_endpoints::table
-            .select(ENDPOINT_COLUMNS)
+            .select(EndpointRow::as_select())
             .find(id)
             .first::<EndpointRow>(&mut *conn)
             .optional()?
@@ -471,7 +448,7 @@ impl Store {
     pub fn webhooks(&self) -> Result<Vec<WebhookSummary>, StoreError> {
         let mut conn = self.conn()?;
         let rows = webhook_endpoints::table
-            .select(ENDPOINT_COLUMNS)
+            .select(EndpointRow::as_select())
             .order(webhook_endpoints::id)
             .load::<EndpointRow>(&mut *conn)?;
         let mut out = Vec::with_capacity(rows.len());
