@@ -374,7 +374,30 @@ async fn only_public_routes_answer_without_a_key(backend: Backend) {
         .unwrap()
         .to_owned();
     let mut scanned = 0;
-    for path in doc["paths"].as_object().unwrap().keys() {
+    let urls = |servers: &Value| -> Vec<String> {
+        servers
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["url"].as_str().unwrap().trim_end_matches('/').to_owned())
+            .collect()
+    };
+    // Each operation on each of its servers (a path's own override the document's).
+    let served = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            let servers = if item["servers"].is_array() {
+                urls(&item["servers"])
+            } else {
+                urls(&doc["servers"])
+            };
+            servers
+                .into_iter()
+                .map(move |server| format!("{server}{path}"))
+        });
+    for path in served {
         let mut url = path
             .replace("{network}", "perpnet")
             .replace("{asset}", "BTC")
@@ -410,7 +433,7 @@ async fn only_public_routes_answer_without_a_key(backend: Backend) {
     }
     assert_eq!(
         scanned, 30,
-        "14 operations under two prefixes, plus the health checks"
+        "14 operations on two servers (prefixes), plus the health checks on one"
     );
     for public in [
         "/api-docs/openapi.json",

@@ -1113,10 +1113,11 @@ async fn authentication_is_required_except_on_public_routes(backend: Backend) {
     );
     for p in [
         "/v1/networks/{network}/markets",
-        "/api/developer/v1/networks/{network}/markets/{asset}/candles",
+        "/v1/networks/{network}/markets/{asset}/candles",
     ] {
         assert!(doc["paths"][p]["get"].is_object(), "{p} documented");
     }
+    assert_eq!(doc["servers"][1]["url"], "/api/developer");
 }
 
 async fn errors_are_problem_details(backend: Backend) {

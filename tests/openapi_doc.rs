@@ -19,7 +19,8 @@ fn every_operation_has_an_id_tag_summary_and_security() {
         serde_json::from_str(&market_data_server::openapi::document_json()).unwrap();
     let mut ids = std::collections::HashSet::new();
     for (path, item) in doc["paths"].as_object().unwrap() {
-        for (method, op) in item.as_object().unwrap() {
+        let ops = item.as_object().unwrap().iter();
+        for (method, op) in ops.filter(|(key, _)| *key != "servers") {
             let id = op["operationId"]
                 .as_str()
                 .unwrap_or_else(|| panic!("{method} {path} has no operationId"));
@@ -33,7 +34,7 @@ fn every_operation_has_an_id_tag_summary_and_security() {
                 op["description"].as_str().is_some_and(|d| d.len() > 20),
                 "{id} has no description"
             );
-            if path.starts_with("/v1/") || path.starts_with("/api/developer/v1/") {
+            if path.starts_with("/v1/") {
                 assert_eq!(
                     op["security"][0]["apiKey"],
                     serde_json::json!([]),
@@ -48,7 +49,82 @@ fn every_operation_has_an_id_tag_summary_and_security() {
     }
     assert_eq!(
         ids.len(),
-        14 * 2 + 2,
-        "14 operations under two prefixes, plus healthz and readyz"
+        14 + 2,
+        "one operation per endpoint: 14 under /v1, plus healthz and readyz"
     );
+}
+
+/// The alias prefix is a server, not a second copy of every operation; the
+/// health checks, served at the root only, say so at path level.
+#[test]
+fn the_alias_prefix_is_a_server_and_health_checks_override_it() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&market_data_server::openapi::document_json()).unwrap();
+    let urls = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["url"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(urls(&doc["servers"]), ["/", "/api/developer"]);
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        assert!(!path.starts_with("/api/developer"), "{path} declared twice");
+        if path.starts_with("/v1/") {
+            assert!(item.get("servers").is_none(), "{path}");
+        } else {
+            assert_eq!(urls(&item["servers"]), ["/"], "{path}");
+        }
+    }
+}
+
+/// Enums and shared parameter types are named components: a schema with
+/// `enum` appears once in the document, and every `$ref` resolves.
+#[test]
+fn enums_are_named_once_and_every_reference_resolves() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&market_data_server::openapi::document_json()).unwrap();
+    fn walk(v: &serde_json::Value, enums: &mut Vec<String>, refs: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(e) = map.get("enum") {
+                    enums.push(e.to_string());
+                }
+                if let Some(r) = map.get("$ref").and_then(|r| r.as_str()) {
+                    refs.push(r.to_owned());
+                }
+                map.values().for_each(|v| walk(v, enums, refs));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, enums, refs)),
+            _ => {}
+        }
+    }
+    let (mut enums, mut refs) = (Vec::new(), Vec::new());
+    walk(&doc, &mut enums, &mut refs);
+    let mut seen = std::collections::HashSet::new();
+    for e in &enums {
+        assert!(seen.insert(e), "the enum {e} is written more than once");
+    }
+    assert!(enums.len() >= 8, "{enums:?}");
+    for r in &refs {
+        let name = r
+            .strip_prefix("#/components/schemas/")
+            .unwrap_or_else(|| panic!("{r}"));
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "{r} does not resolve"
+        );
+    }
+    for param in [
+        "NetworkId",
+        "Interval",
+        "HistoryInterval",
+        "Cursor",
+        "Amount",
+    ] {
+        assert!(
+            refs.iter().any(|r| r.ends_with(param)),
+            "{param} is not referenced"
+        );
+    }
 }

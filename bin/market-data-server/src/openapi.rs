@@ -3,16 +3,22 @@
 use serde_json::Value;
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+use utoipa::openapi::server::{Server, ServerBuilder};
 use utoipa::openapi::{
-    ContentBuilder, OpenApi as OpenApiDoc, PathItem, Ref, RefOr, Response, ResponseBuilder,
+    ContentBuilder, OpenApi as OpenApiDoc, Ref, RefOr, Response, ResponseBuilder,
 };
 use utoipa::{Modify, OpenApi};
+
+use market_model::params;
 
 use crate::error::{ApiError, InvalidParam, Problem, ProblemKind, PROBLEM_JSON};
 use crate::routes::{Mount, ENDPOINTS};
 
 /// Both path prefixes serve identical answers.
 pub const PREFIXES: [&str; 2] = ["/v1", "/api/developer/v1"];
+/// The alias prefix's server: `PREFIXES[1]` without the `/v1` that every
+/// documented API path starts with.
+const API_ALIAS: &str = "/api/developer";
 
 struct SecurityAddon;
 
@@ -33,11 +39,18 @@ impl Modify for SecurityAddon {
 #[openapi(
     info(
         title = "Market and wallet data API",
-        description = "Read-only market snapshots, scanned-wallet positions, wallet listings, daily liquidation-level maps and candles of a Hyperliquid-style perpetual-futures exchange.\n\nEvery `/v1` path is also served under `/api/developer/v1` with identical answers. Decimals are JSON strings in plain notation; timestamps are RFC 3339 UTC ending in `Z`; counts are integers. Errors are RFC 9457 problem details (`application/problem+json`).",
+        description = "Read-only market snapshots, scanned-wallet positions, wallet listings, daily liquidation-level maps and candles of a Hyperliquid-style perpetual-futures exchange.\n\nEvery `/v1` path is also served under `/api/developer/v1` with identical answers: the document's second server. Decimals are JSON strings in plain notation; timestamps are RFC 3339 UTC ending in `Z`; counts are integers. Errors are RFC 9457 problem details (`application/problem+json`).",
         version = env!("CARGO_PKG_VERSION"),
         license(name = "MIT OR Apache-2.0")
     ),
-    components(schemas(Problem, InvalidParam, market_model::DataVersionEvent, market_model::MarketFigures, market_model::StreamEnd)),
+    components(schemas(
+        Problem, InvalidParam, market_model::DataVersionEvent, market_model::MarketFigures, market_model::StreamEnd,
+        // Parameter types: named once, referenced by every parameter of the type.
+        params::NetworkId, params::AssetSymbol, params::WalletAddress, params::OrderParam, params::Cursor,
+        params::Instant, params::Day, params::EventId, params::Amount,
+        market_model::MarketSort, market_model::WalletSort, market_model::Interval, market_model::HistoryInterval,
+        market_model::Direction, market_model::EventKind, market_model::SizeClass,
+    )),
     modifiers(&SecurityAddon),
     tags(
         (name = "networks", description = "Source networks."),
@@ -217,9 +230,27 @@ fn set_problem_examples(doc: &mut OpenApiDoc) {
     }
 }
 
-/// The complete document: the route table's operations (API ones under
-/// `/v1`), then every `/v1` operation duplicated under `/api/developer/v1`
-/// with its own `operationId` (suffixed `Developer`).
+/// The servers of the API operations: the root, and the alias prefix that
+/// serves every `/v1` path again. One operation per endpoint, so generated
+/// clients get one function each and pick the prefix as their base URL.
+fn api_servers() -> Vec<Server> {
+    vec![
+        ServerBuilder::new()
+            .url("/")
+            .description(Some("This server (`/v1/...`)."))
+            .build(),
+        ServerBuilder::new()
+            .url(API_ALIAS)
+            .description(Some(
+                "The same API under the alias prefix (`/api/developer/v1/...`), with identical answers.",
+            ))
+            .build(),
+    ]
+}
+
+/// The complete document: the route table's operations, API ones under
+/// `/v1`. The alias prefix is the document's second server; the health
+/// checks, served at the root only, name the root as their one server.
 pub fn document() -> OpenApiDoc {
     let mut doc = ApiDoc::openapi();
     for endpoint in ENDPOINTS.iter() {
@@ -231,21 +262,11 @@ pub fn document() -> OpenApiDoc {
     add_common_responses(&mut doc);
     add_freshness(&mut doc);
     set_problem_examples(&mut doc);
-    let v1: Vec<(String, PathItem)> = doc
-        .paths
-        .paths
-        .iter()
-        .filter(|(p, _)| p.starts_with("/v1/"))
-        .map(|(p, item)| (p.clone(), item.clone()))
-        .collect();
-    for (path, mut item) in v1 {
-        for op in [&mut item.get, &mut item.head].into_iter().flatten() {
-            if let Some(id) = &op.operation_id {
-                op.operation_id = Some(format!("{id}Developer"));
-            }
+    doc.servers = Some(api_servers());
+    for endpoint in ENDPOINTS.iter().filter(|e| e.mount == Mount::Root) {
+        if let Some(item) = doc.paths.paths.get_mut(&endpoint.pattern) {
+            item.servers = Some(api_servers().into_iter().take(1).collect());
         }
-        let alias = format!("{}{}", PREFIXES[1], &path[PREFIXES[0].len()..]);
-        doc.paths.paths.insert(alias, item);
     }
     doc
 }

@@ -379,7 +379,7 @@ impl<const DEFAULT: u32, const MAX: u32> utoipa::ToSchema for Limit<DEFAULT, MAX
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Path))]
 pub struct NetworkPath {
     /// Network id; only `perpnet`.
-    #[cfg_attr(feature = "openapi", param(inline, example = "perpnet"))]
+    #[cfg_attr(feature = "openapi", param(example = "perpnet"))]
     pub network: NetworkId,
 }
 
@@ -389,10 +389,10 @@ pub struct NetworkPath {
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Path))]
 pub struct MarketPath {
     /// Network id; only `perpnet`.
-    #[cfg_attr(feature = "openapi", param(inline, example = "perpnet"))]
+    #[cfg_attr(feature = "openapi", param(example = "perpnet"))]
     pub network: NetworkId,
     /// Network or canonical asset symbol, case-sensitive.
-    #[cfg_attr(feature = "openapi", param(inline, example = "BTC"))]
+    #[cfg_attr(feature = "openapi", param(example = "BTC"))]
     pub asset: AssetSymbol,
 }
 
@@ -402,12 +402,12 @@ pub struct MarketPath {
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Path))]
 pub struct WalletPath {
     /// Network id; only `perpnet`.
-    #[cfg_attr(feature = "openapi", param(inline, example = "perpnet"))]
+    #[cfg_attr(feature = "openapi", param(example = "perpnet"))]
     pub network: NetworkId,
     /// Wallet address, `0x` and 40 hex digits (any case).
     #[cfg_attr(
         feature = "openapi",
-        param(inline, example = "0x3f5ce5fbfe3e9af3971dd833d26ba9b5c936f0be")
+        param(example = "0x3f5ce5fbfe3e9af3971dd833d26ba9b5c936f0be")
     )]
     pub address: WalletAddress,
 }
@@ -427,11 +427,10 @@ pub struct NoQuery {}
 pub struct MarketsQuery {
     /// Sort key (default `volume24h`). An unknown key is a 400.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub sort: Option<MarketSort>,
     /// `asc` sorts ascending; any other value, or none, sorts descending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "desc"))]
+    #[cfg_attr(feature = "openapi", param(example = "desc"))]
     pub order: Option<OrderParam>,
 }
 
@@ -456,12 +455,11 @@ pub type EventsLimit = Limit<50, 500>;
 pub struct PositionsQuery {
     /// Only long or only short positions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub direction: Option<Direction>,
     /// Only positions whose `positionValue` is at least this many USD
     /// (plain decimal, e.g. `1000000`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "1000000"))]
+    #[cfg_attr(feature = "openapi", param(example = "1000000"))]
     pub min_value: Option<Amount>,
     /// Page size, 1 to 200.
     #[serde(default)]
@@ -469,7 +467,6 @@ pub struct PositionsQuery {
     pub limit: PositionsLimit,
     /// `nextCursor` of the previous page (same asset, direction and minValue).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub cursor: Option<Cursor>,
 }
 
@@ -481,19 +478,16 @@ pub struct PositionsQuery {
 pub struct WalletsQuery {
     /// Size class by account value: `shrimp` < 100,000 USD ≤ `shark` < 1,000,000 USD ≤ `whale`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub size: Option<SizeClass>,
     /// Net direction: `long` (longValue > shortValue) or `short` (shortValue > longValue).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub direction: Option<Direction>,
     /// Sort key (default `accountTotalValue`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub sort: Option<WalletSort>,
     /// `asc` sorts ascending; any other value, or none, sorts descending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "desc"))]
+    #[cfg_attr(feature = "openapi", param(example = "desc"))]
     pub order: Option<OrderParam>,
     /// Page size, 1 to 200.
     #[serde(default)]
@@ -501,7 +495,6 @@ pub struct WalletsQuery {
     pub limit: WalletsLimit,
     /// `nextCursor` of the previous page (same filters and order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub cursor: Option<Cursor>,
 }
 
@@ -512,14 +505,14 @@ pub struct WalletsQuery {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LiquidityQuery {
     /// First day, YYYY-MM-DD (UTC).
-    #[cfg_attr(feature = "openapi", param(inline, example = "2026-11-01"))]
+    #[cfg_attr(feature = "openapi", param(example = "2026-11-01"))]
     pub from_date: Day,
     /// Last day, YYYY-MM-DD, ≥ fromDate and at most 89 days after it.
-    #[cfg_attr(feature = "openapi", param(inline, example = "2026-11-22"))]
+    #[cfg_attr(feature = "openapi", param(example = "2026-11-22"))]
     pub to_date: Day,
     /// Only this asset (network or canonical symbol).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "BTC"))]
+    #[cfg_attr(feature = "openapi", param(example = "BTC"))]
     pub asset: Option<AssetSymbol>,
     /// Page size, 1 to 500.
     #[serde(default)]
@@ -527,7 +520,6 @@ pub struct LiquidityQuery {
     pub limit: LiquidityLimit,
     /// `nextCursor` of the previous page (same dates and asset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub cursor: Option<Cursor>,
 }
 
@@ -538,15 +530,14 @@ pub struct LiquidityQuery {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CandlesQuery {
     /// Candle interval (required).
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub interval: Interval,
     /// Start, RFC 3339 instant or epoch milliseconds (default: `to` minus `limit` intervals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "2026-11-20T00:00:00Z"))]
+    #[cfg_attr(feature = "openapi", param(example = "2026-11-20T00:00:00Z"))]
     pub from: Option<Instant>,
     /// End (inclusive), RFC 3339 instant or epoch milliseconds (default: now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "1795305600000"))]
+    #[cfg_attr(feature = "openapi", param(example = "1795305600000"))]
     pub to: Option<Instant>,
     /// Most candles returned, 1 to 5000.
     #[serde(default)]
@@ -554,7 +545,7 @@ pub struct CandlesQuery {
     pub limit: CandlesLimit,
     /// `nextCursor` of the previous page: an epoch-ms time or RFC 3339 instant; replaces `from`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "1795003200000"))]
+    #[cfg_attr(feature = "openapi", param(example = "1795003200000"))]
     pub cursor: Option<Instant>,
 }
 
@@ -566,15 +557,14 @@ pub struct CandlesQuery {
 pub struct HistoryQuery {
     /// Bucket width (default `1h`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub interval: Option<HistoryInterval>,
     /// Start, RFC 3339 instant or epoch milliseconds (default: `to` minus `limit` intervals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "2026-11-20T00:00:00Z"))]
+    #[cfg_attr(feature = "openapi", param(example = "2026-11-20T00:00:00Z"))]
     pub from: Option<Instant>,
     /// End (inclusive), RFC 3339 instant or epoch milliseconds (default: now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "1795305600000"))]
+    #[cfg_attr(feature = "openapi", param(example = "1795305600000"))]
     pub to: Option<Instant>,
     /// Most buckets returned, 1 to 5000.
     #[serde(default)]
@@ -582,7 +572,6 @@ pub struct HistoryQuery {
     pub limit: HistoryLimit,
     /// `nextCursor` of the previous page (same interval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub cursor: Option<Cursor>,
 }
 
@@ -594,27 +583,25 @@ pub struct HistoryQuery {
 pub struct EventsQuery {
     /// Only this asset (network or canonical symbol).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "BTC"))]
+    #[cfg_attr(feature = "openapi", param(example = "BTC"))]
     pub asset: Option<AssetSymbol>,
     /// Only this wallet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub address: Option<WalletAddress>,
     /// Only this kind of event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub kind: Option<EventKind>,
     /// Only events whose larger side (`max(previousValue, value)`) is at least this many USD.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "1000000"))]
+    #[cfg_attr(feature = "openapi", param(example = "1000000"))]
     pub min_value: Option<Amount>,
     /// Earliest `observedAt` (inclusive), RFC 3339 instant or epoch milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "2026-11-20T00:00:00Z"))]
+    #[cfg_attr(feature = "openapi", param(example = "2026-11-20T00:00:00Z"))]
     pub from: Option<Instant>,
     /// Latest `observedAt` (inclusive), RFC 3339 instant or epoch milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "1795305600000"))]
+    #[cfg_attr(feature = "openapi", param(example = "1795305600000"))]
     pub to: Option<Instant>,
     /// Page size, 1 to 500.
     #[serde(default)]
@@ -622,7 +609,6 @@ pub struct EventsQuery {
     pub limit: EventsLimit,
     /// `nextCursor` of the previous page (same filters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub cursor: Option<Cursor>,
 }
 
@@ -634,25 +620,23 @@ pub struct EventsQuery {
 pub struct EventStreamQuery {
     /// Only this asset (network or canonical symbol); `data-version` events then carry only its market.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "BTC"))]
+    #[cfg_attr(feature = "openapi", param(example = "BTC"))]
     pub asset: Option<AssetSymbol>,
     /// Only this wallet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub address: Option<WalletAddress>,
     /// Only this kind of event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline))]
     pub kind: Option<EventKind>,
     /// Only events whose larger side (`max(previousValue, value)`) is at least this many USD.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "1000000"))]
+    #[cfg_attr(feature = "openapi", param(example = "1000000"))]
     pub min_value: Option<Amount>,
     /// Replay the stored events after this event id first (`0`: every stored event), as
     /// `Last-Event-ID` does; the header wins when both are given. Without either, the stream
     /// starts with the events published after it connects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", param(inline, example = "1200"))]
+    #[cfg_attr(feature = "openapi", param(example = "1200"))]
     pub since: Option<EventId>,
 }
 
