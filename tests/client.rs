@@ -313,10 +313,10 @@ async fn every_operation_answers_what_the_server_serves(backend: Backend) {
 async fn problems_are_typed_errors(backend: Backend) {
     let app = spawn_app(backend).await;
     let c = client(&app);
-    let Err(Error::Problem(p)) = c.market(NETWORK_ID, "NOPE").await else {
+    let Err(Error::Problem { problem: p, .. }) = c.market(NETWORK_ID, "NOPE").await else {
         panic!("an unknown asset is a problem")
     };
-    assert_eq!(p.kind(), ProblemKind::NotFound);
+    assert_eq!(p.kind(), Some(ProblemKind::NotFound));
     assert_eq!(p.status, 404);
     assert!(p.detail.contains("NOPE"), "{}", p.detail);
     assert!(p.request_id.is_some());
@@ -339,13 +339,16 @@ async fn problems_are_typed_errors(backend: Backend) {
         .await
         .unwrap_err();
     let p = err.problem().expect("a problem");
-    assert_eq!(p.kind(), ProblemKind::InvalidParameter);
+    assert_eq!(p.kind(), Some(ProblemKind::InvalidParameter));
     assert_eq!(err.status(), Some(400));
     assert!(p.invalid_params.iter().any(|i| i.name == "toDate"), "{p:?}");
 
     // An odd asset symbol is one path segment, not a path.
     let err = c.market(NETWORK_ID, "a/b?c").await.unwrap_err();
-    assert_eq!(err.problem().map(|p| p.kind()), Some(ProblemKind::NotFound));
+    assert_eq!(
+        err.problem().and_then(|p| p.kind()),
+        Some(ProblemKind::NotFound)
+    );
     assert!(err.to_string().contains("a/b?c"), "{err}");
 
     let wrong_key = Client::builder(&app.addr)
@@ -354,7 +357,7 @@ async fn problems_are_typed_errors(backend: Backend) {
         .unwrap();
     let err = wrong_key.networks().await.unwrap_err();
     assert_eq!(
-        err.problem().map(|p| p.kind()),
+        err.problem().and_then(|p| p.kind()),
         Some(ProblemKind::Unauthorized)
     );
     let no_key = Client::builder(&app.addr).build().unwrap();
@@ -433,7 +436,7 @@ async fn retries_honour_retry_after(backend: Backend) {
         let err = hasty.networks().await.unwrap_err();
         let p = err.problem().expect("a problem");
         assert_eq!(p.status.to_string(), &status[..3]);
-        assert_eq!(p.retry_after, Some(Duration::from_secs(1)));
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
     }
 
     // A connection refused is retried with a backoff, then reported.

@@ -128,3 +128,61 @@ fn enums_are_named_once_and_every_reference_resolves() {
         );
     }
 }
+
+/// The problem contract is declared once (`market_model::problem`): what the
+/// server renders for every problem type validates against the document's
+/// `Problem` schema, and the typed client reads it back as that type; every
+/// problem example of the document is a known type with its own status.
+#[test]
+fn the_server_and_the_client_hold_to_the_documented_problem() {
+    use market_client::{Problem, ProblemKind};
+    use market_data_server::error::ApiError;
+
+    let doc: serde_json::Value =
+        serde_json::from_str(&market_data_server::openapi::document_json()).unwrap();
+    let schema = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "components": doc["components"],
+        "$ref": "#/components/schemas/Problem",
+    });
+    let validator = jsonschema::draft202012::new(&schema).unwrap();
+    for &kind in ProblemKind::ALL {
+        let error = match kind {
+            ProblemKind::InvalidParameter => ApiError::param("limit", "must be at most 200"),
+            _ => ApiError::new(kind, "What to change."),
+        };
+        let mut rendered = error.problem();
+        rendered.instance = Some("/v1/networks".into());
+        rendered.request_id = Some("5f0c6a3e9b7d4c21".into());
+        let json = serde_json::to_value(&rendered).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&json)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{kind:?}: {errors:?}");
+        let parsed: Problem = serde_json::from_value(json).unwrap();
+        assert_eq!(parsed.kind(), Some(kind));
+        assert_eq!(parsed, rendered);
+        assert_eq!(
+            actix_web::ResponseError::status_code(&error).as_u16(),
+            kind.status()
+        );
+    }
+    let mut examples = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (status, response) in item["get"]["responses"].as_object().unwrap() {
+            let Some(example) = response["content"][market_model::PROBLEM_JSON].get("example")
+            else {
+                continue;
+            };
+            let problem: Problem = serde_json::from_value(example.clone()).unwrap();
+            let kind = problem
+                .kind()
+                .unwrap_or_else(|| panic!("{path} {status}: unknown type"));
+            assert_eq!(kind.status().to_string(), *status, "{path}");
+            assert_eq!(problem.title, kind.title(), "{path} {status}");
+            examples += 1;
+        }
+    }
+    assert!(examples > 100, "{examples} problem examples");
+}

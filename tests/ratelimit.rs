@@ -99,9 +99,9 @@ async fn a_key_over_its_quota_gets_429_and_every_answer_is_counted(backend: Back
         .unwrap();
     let err = client.market("perpnet", "BTC").await.unwrap_err();
     let problem = err.problem().expect("a problem");
-    assert_eq!(problem.kind(), ProblemKind::RateLimited);
-    assert!(problem
-        .retry_after
+    assert_eq!(problem.kind(), Some(ProblemKind::RateLimited));
+    assert!(err
+        .retry_after()
         .is_some_and(|d| d >= Duration::from_secs(1)));
 
     // Usage counts every answer: 4 × 2xx, 1 × 4xx (404), 2 × 4xx (429).

@@ -106,7 +106,7 @@ pub async fn request_context(
             log::error!(
                 "rid={} {} {}: {cause}",
                 rid(),
-                error.kind.status(),
+                crate::error::status_of(error.kind),
                 path.as_deref().unwrap_or_default()
             );
         }

@@ -415,7 +415,10 @@ impl Client {
                 Err(error) => error,
             };
             let retry_after = match &error {
-                Error::Problem(p) if p.status == 429 || p.status == 503 => p.retry_after,
+                Error::Problem {
+                    problem,
+                    retry_after,
+                } if problem.status == 429 || problem.status == 503 => *retry_after,
                 Error::Status { status, .. } if *status == 429 || *status == 503 => None,
                 Error::Transport(e) if e.is_connect() => None,
                 _ => return Err(error),
@@ -462,9 +465,11 @@ impl Client {
             });
         }
         if is_problem {
-            if let Ok(mut problem) = serde_json::from_slice::<Problem>(&body) {
-                problem.retry_after = retry_after;
-                return Err(Error::Problem(Box::new(problem)));
+            if let Ok(problem) = serde_json::from_slice::<Problem>(&body) {
+                return Err(Error::Problem {
+                    problem: Box::new(problem),
+                    retry_after,
+                });
             }
         }
         Err(Error::Status {

@@ -5,6 +5,7 @@ pub mod coverage;
 pub mod decimal;
 pub mod history;
 pub mod params;
+pub mod problem;
 pub mod query;
 pub mod resources;
 pub mod timestamp;
@@ -16,6 +17,7 @@ pub use history::{
     MarketHistory, MarketHistoryPoint, PositionEvent, PositionEventList, PositionEventMessage,
     StreamEnd, WalletDetail, WalletHistory, WalletHistoryPoint,
 };
+pub use problem::{InvalidParam, Problem, ProblemKind, PROBLEM_JSON};
 pub use query::{
     Coverage, Direction, EventKind, HistoryInterval, Interval, MarketSort, Side, SizeClass,
     SortOrder, Strategy, UnknownValue, WalletDirection, WalletSort,
