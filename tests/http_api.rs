@@ -1352,7 +1352,263 @@ async fn the_access_log_has_a_line_per_answer(backend: Backend) {
     assert_eq!(log.dropped(), 0);
 }
 
+/// `Accept: text/csv` on a list: the same pages as JSON (followed by their
+/// `Link: rel="next"` to the end), a header row, decimals exactly as in
+/// JSON; liquidity days as one row per level. Problems stay JSON, and an
+/// endpoint that is not a list answers 406.
+async fn lists_are_served_as_csv_with_link_paging(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let csv_get = |path: String| {
+        let req = app
+            .client
+            .get(app.url(&path))
+            .header("X-API-Key", &app.token)
+            .header("Accept", "text/csv");
+        async move { req.send().await.unwrap() }
+    };
+    let parse = |text: &str| -> (Vec<String>, Vec<Vec<String>>) {
+        assert!(text.ends_with("\r\n"), "CRLF line ends");
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let header = reader
+            .headers()
+            .unwrap()
+            .iter()
+            .map(str::to_owned)
+            .collect();
+        let rows = reader
+            .records()
+            .map(|r| r.unwrap().iter().map(str::to_owned).collect())
+            .collect();
+        (header, rows)
+    };
+    let link_of = |res: &reqwest::Response| -> Option<String> {
+        res.headers().get("link").map(|l| {
+            let l = l.to_str().unwrap();
+            assert!(l.ends_with(">; rel=\"next\""), "{l}");
+            l[1..l.find('>').unwrap()].to_owned()
+        })
+    };
+
+    // Every BTC position, 7 a page, CSV pages followed by Link against the
+    // JSON pages followed by nextCursor: the same rows, the same decimals.
+    let market = app.get_ok(&format!("{NET}/markets/BTC")).await;
+    let count = market["longCount"].as_u64().unwrap() + market["shortCount"].as_u64().unwrap();
+    let mut json_rows = Vec::new();
+    let mut next = Some(format!("{NET}/markets/BTC/whale-positions?limit=7"));
+    while let Some(path) = next.take() {
+        let res = app.request(&path, Some(("X-API-Key", &app.token))).await;
+        let link = link_of(&res);
+        let page: Value = res.json().await.unwrap();
+        json_rows.extend(page["items"].as_array().unwrap().iter().cloned());
+        match page["nextCursor"].as_str() {
+            Some(cursor) => {
+                let link = link.expect("a Link while there is a next page");
+                assert!(link.ends_with(&format!("cursor={cursor}")), "{link}");
+                next = Some(link);
+            }
+            None => assert_eq!(link, None, "no Link on the last page"),
+        }
+    }
+    assert_eq!(json_rows.len() as u64, count);
+    let mut csv_rows = Vec::new();
+    let mut header = Vec::new();
+    let mut next = Some(format!("{NET}/markets/BTC/whale-positions?limit=7"));
+    let mut pages = 0;
+    while let Some(path) = next.take() {
+        let res = csv_get(path).await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(
+            res.headers()["content-type"],
+            "text/csv; charset=utf-8; header=present"
+        );
+        assert!(res.headers()["vary"].to_str().unwrap().contains("accept"));
+        next = link_of(&res);
+        let (h, rows) = parse(&res.text().await.unwrap());
+        assert!(rows.len() <= 7);
+        header = h;
+        csv_rows.extend(rows);
+        pages += 1;
+    }
+    assert!(pages > 2, "paged: {pages} pages");
+    assert_eq!(
+        csv_rows.len(),
+        json_rows.len(),
+        "as many rows as the JSON pages have items"
+    );
+    assert_eq!(header[..3], ["address", "tags", "symbol"]);
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    for (row, item) in csv_rows.iter().zip(&json_rows) {
+        assert_eq!(row.len(), header.len());
+        for name in [
+            "address",
+            "positionValue",
+            "size",
+            "entryPrice",
+            "uPnl",
+            "observedAt",
+        ] {
+            assert_eq!(row[col(name)], item[name].as_str().unwrap(), "{name}");
+        }
+        let liq = &row[col("liqPrice")];
+        assert_eq!(
+            liq.as_str(),
+            item["liqPrice"].as_str().unwrap_or(""),
+            "liqPrice"
+        );
+        let tags: Vec<&str> = item["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        assert_eq!(row[col("tags")], tags.join(";"));
+    }
+
+    // A liquidity day: one row per level, each with its day's fields.
+    let today = app.today();
+    let path = format!("{NET}/liquidity-levels?fromDate={today}&toDate={today}&asset=BTC");
+    let day = app.get_ok(&path).await["items"][0].clone();
+    let levels = day["levels"].as_array().unwrap();
+    let (header, rows) = parse(&csv_get(path).await.text().await.unwrap());
+    assert_eq!(rows.len(), levels.len());
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    for (row, level) in rows.iter().zip(levels) {
+        assert_eq!(row[col("date")], day["date"].as_str().unwrap());
+        assert_eq!(
+            row[col("totals.long.totalAmountUsd")],
+            day["totals"]["long"]["totalAmountUsd"].as_str().unwrap()
+        );
+        assert_eq!(row[col("side")], level["side"].as_str().unwrap());
+        assert_eq!(
+            row[col("totalAmountUsd")],
+            level["totalAmountUsd"].as_str().unwrap()
+        );
+    }
+
+    // Every other list answers CSV with a header row.
+    for path in [
+        format!("{NET}/markets"),
+        format!("{NET}/wallets?size=whale"),
+        format!("{NET}/position-events?limit=5"),
+        format!("{NET}/markets/BTC/candles?interval=1h&limit=5"),
+        format!("{NET}/markets/BTC/history?interval=1h"),
+    ] {
+        let res = csv_get(path.clone()).await;
+        assert_eq!(res.status(), 200, "{path}");
+        let (header, _) = parse(&res.text().await.unwrap());
+        assert!(header.len() >= 5, "{path}: {header:?}");
+    }
+
+    // Problems stay JSON; an endpoint that is not a list answers 406; the
+    // two representations have their own tags.
+    let bad = csv_get(format!("{NET}/wallets?limit=0")).await;
+    assert_eq!(bad.status(), 400);
+    assert_eq!(bad.headers()["content-type"], "application/problem+json");
+    let detail = csv_get(format!("{NET}/markets/BTC")).await;
+    assert_eq!(detail.status(), 406);
+    assert_eq!(detail.headers()["content-type"], "application/problem+json");
+    let p: Value = detail.json().await.unwrap();
+    assert!(
+        p["detail"].as_str().unwrap().contains("application/json"),
+        "{p}"
+    );
+    let json_tag = app
+        .request(&format!("{NET}/markets"), Some(("X-API-Key", &app.token)))
+        .await
+        .headers()["etag"]
+        .clone();
+    let csv_tag = csv_get(format!("{NET}/markets")).await.headers()["etag"].clone();
+    assert_ne!(json_tag, csv_tag);
+    let again = app
+        .client
+        .get(app.url(&format!("{NET}/markets")))
+        .header("X-API-Key", &app.token)
+        .header("Accept", "text/csv")
+        .header("If-None-Match", csv_tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+}
+
+/// brotli, zstd and gzip are negotiated from `Accept-Encoding` (q-values
+/// first, then the server's order: br, zstd, gzip); each decodes to the
+/// identity body, and caches are told to key on the header.
+async fn encodings_are_negotiated(backend: Backend) {
+    use std::io::Read;
+    let app = spawn_app(backend).await;
+    let path = format!("{NET}/markets");
+    let fetch = |accept: Option<&'static str>| {
+        let mut req = app
+            .client
+            .get(app.url(&path))
+            .header("X-API-Key", &app.token);
+        if let Some(accept) = accept {
+            req = req.header("Accept-Encoding", accept);
+        }
+        async move {
+            let res = req.send().await.unwrap();
+            assert_eq!(res.status(), 200);
+            let encoding = res
+                .headers()
+                .get("content-encoding")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let vary = res
+                .headers()
+                .get("vary")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (encoding, vary, res.bytes().await.unwrap().to_vec())
+        }
+    };
+    let (none, _, identity) = fetch(None).await;
+    assert_eq!(none, None);
+    assert!(identity.len() > 4096, "a body worth compressing");
+    let decode = |encoding: &str, body: &[u8]| -> Vec<u8> {
+        let mut out = Vec::new();
+        match encoding {
+            "br" => brotli::Decompressor::new(body, 4096)
+                .read_to_end(&mut out)
+                .unwrap(),
+            "zstd" => zstd::stream::read::Decoder::new(body)
+                .unwrap()
+                .read_to_end(&mut out)
+                .unwrap(),
+            "gzip" => flate2::read::GzDecoder::new(body)
+                .read_to_end(&mut out)
+                .unwrap(),
+            other => panic!("unexpected encoding {other}"),
+        };
+        out
+    };
+    for (accept, expected) in [
+        ("br", "br"),
+        ("zstd", "zstd"),
+        ("gzip", "gzip"),
+        ("gzip, deflate, br, zstd", "br"),
+        ("gzip, zstd", "zstd"),
+        ("br;q=0.5, gzip", "gzip"),
+        ("zstd;q=0.9, br;q=0.1", "zstd"),
+    ] {
+        let (encoding, vary, body) = fetch(Some(accept)).await;
+        assert_eq!(encoding.as_deref(), Some(expected), "{accept}");
+        assert!(
+            vary.is_some_and(|v| v.to_ascii_lowercase().contains("accept-encoding")),
+            "{accept}"
+        );
+        assert!(
+            body.len() < identity.len() / 3,
+            "{accept}: {} bytes",
+            body.len()
+        );
+        assert_eq!(decode(expected, &body), identity, "{accept}");
+    }
+    let (encoding, _, body) = fetch(Some("identity")).await;
+    assert_eq!((encoding, body), (None, identity));
+}
+
 crate::on_both_backends!(
+    encodings_are_negotiated,
+    lists_are_served_as_csv_with_link_paging,
     the_access_log_has_a_line_per_answer,
     the_explorer_is_served_and_locked_to_its_origin,
     conditional_requests_and_freshness_headers,

@@ -1,12 +1,14 @@
 //! The HTTP side of every data response: the strict query extractor,
-//! conditional GET (`ETag`, `If-None-Match`, 304) and the version headers.
+//! conditional GET (`ETag`, `If-None-Match`, 304), the version headers, the
+//! representation (JSON, or CSV for the lists) and the pages rendered from
+//! the database.
 
 use std::future::{ready, Ready};
 use std::sync::Arc;
 
 use actix_web::dev::Payload;
 use actix_web::http::{header, StatusCode};
-use actix_web::{FromRequest, HttpRequest, HttpResponse};
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse, ResponseError};
 use bytes::Bytes;
 use market_model::params::{MarketPath, NetworkPath, WalletPath};
 use market_snapshot::Snapshot;
@@ -14,8 +16,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use utoipa::IntoParams;
 
-use crate::error::ApiError;
-use crate::state::Served;
+use crate::error::{ApiError, ProblemKind};
+use crate::export::{self, List, Representation};
+use crate::state::{AppState, Lane, Served};
 
 /// A path under one network: its `network` segment must name the one
 /// network (else a 404 problem), checked before the query string so a wrong
@@ -167,14 +170,55 @@ fn etag(version: i64, identity: u64) -> header::HeaderValue {
 /// A response body computed from `snapshot`, with its data version, `ETag`
 /// (the version plus `identity`: a hash of the normalized request, so no
 /// request hashes its body) and freshness headers; 304 when `If-None-Match`
-/// names the tag.
+/// names the tag. JSON only: a request that prefers CSV gets a 406.
 pub fn versioned(
     req: &HttpRequest,
     snapshot: &Snapshot,
     identity: u64,
     body: impl FnOnce() -> Bytes,
 ) -> HttpResponse {
-    let etag = etag(snapshot.version, identity);
+    represent(req, snapshot, identity, None, body)
+}
+
+/// [`versioned`] for a list answer: JSON or, when `Accept` prefers it, CSV
+/// (rendered from the JSON page, see `export`), with `Link: <…>;
+/// rel="next"` while there is a next page.
+pub fn versioned_list(
+    req: &HttpRequest,
+    snapshot: &Snapshot,
+    identity: u64,
+    list: List,
+    body: impl FnOnce() -> Bytes,
+) -> HttpResponse {
+    represent(req, snapshot, identity, Some(list), body)
+}
+
+/// Added to a request's identity when it is answered as CSV: the two
+/// representations have different tags.
+const CSV_IDENTITY: u64 = 0x6373_765f_6373_765f;
+
+fn represent(
+    req: &HttpRequest,
+    snapshot: &Snapshot,
+    identity: u64,
+    list: Option<List>,
+    body: impl FnOnce() -> Bytes,
+) -> HttpResponse {
+    let csv = match (export::wanted(req), list) {
+        (Representation::Json, _) => None,
+        (Representation::Csv, Some(list)) => Some(list),
+        (Representation::Csv, None) => {
+            return ApiError::new(
+                ProblemKind::NotAcceptable,
+                "This endpoint is served as JSON only; CSV (`Accept: text/csv`) is served by the lists (markets, whale-positions, wallets, position-events, market and wallet history, candles and liquidity-levels). Send `Accept: application/json` (or omit Accept).",
+            )
+            .error_response();
+        }
+    };
+    let etag = etag(
+        snapshot.version,
+        identity.wrapping_add(if csv.is_some() { CSV_IDENTITY } else { 0 }),
+    );
     let tag = etag.to_str().expect("ASCII");
     let not_modified = req.headers().get_all(header::IF_NONE_MATCH).any(|v| {
         v.to_str().is_ok_and(|v| {
@@ -186,11 +230,27 @@ pub fn versioned(
     let mut res = if not_modified {
         HttpResponse::new(StatusCode::NOT_MODIFIED)
     } else {
-        let mut res = HttpResponse::with_body(StatusCode::OK, body()).map_into_boxed_body();
+        let json = body();
+        let link = list
+            .and_then(|_| export::next_cursor(&json))
+            .map(|cursor| export::next_link(req, cursor));
+        let (body, content_type) = match csv {
+            None => (json, "application/json"),
+            Some(list) => match export::render(list, &json) {
+                Ok(csv) => (csv, export::TEXT_CSV),
+                Err(e) => {
+                    return ApiError::internal(format!("rendering CSV: {e}")).error_response()
+                }
+            },
+        };
+        let mut res = HttpResponse::with_body(StatusCode::OK, body).map_into_boxed_body();
         res.headers_mut().insert(
             header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/json"),
+            header::HeaderValue::from_static(content_type),
         );
+        if let Some(link) = link {
+            res.headers_mut().insert(header::LINK, link);
+        }
         res
     };
     let headers = res.headers_mut();
@@ -209,12 +269,39 @@ pub fn versioned(
         header::CACHE_CONTROL,
         header::HeaderValue::from_static("no-cache"),
     );
-    // gzip is negotiated (see `Compress`): caches must key on Accept-Encoding.
+    // The encoding (see `Compress`) and, on the lists, the media type are
+    // negotiated: caches must key on both headers.
     headers.insert(
         header::VARY,
-        header::HeaderValue::from_static("accept-encoding"),
+        header::HeaderValue::from_static("accept, accept-encoding"),
     );
     res
+}
+
+/// A response rendered from the database (blocking, on the thread pool,
+/// through the database guard: a fast 503 while the database is down or
+/// every render slot is taken), through the page cache of the served
+/// version; a list (`list`) is also served as CSV.
+pub async fn stored_page(
+    req: &HttpRequest,
+    state: &web::Data<AppState>,
+    snapshot: &Arc<Served>,
+    key: String,
+    lane: Lane,
+    list: Option<List>,
+    render: impl FnOnce(&market_store::Store) -> Result<Bytes, market_query::QueryError>
+        + Send
+        + 'static,
+) -> Result<HttpResponse, ApiError> {
+    let identity = market_query::identity(&key);
+    let db = state.db.clone();
+    let body = state
+        .page(snapshot.version, key, async move {
+            db.run(lane, move |store| render(store).map_err(ApiError::from))
+                .await
+        })
+        .await?;
+    Ok(represent(req, snapshot, identity, list, || body))
 }
 
 /// A slice of the served snapshot as a response body without copying it.

@@ -6,6 +6,7 @@ pub mod app;
 pub mod cli;
 pub mod error;
 pub mod explore;
+pub mod export;
 pub mod http;
 pub mod metrics;
 pub mod middleware;

@@ -280,13 +280,10 @@ fn client_ip(req: &ServiceRequest, state: &AppState) -> Option<std::net::IpAddr>
         .client_ip(req.peer_addr().map(|a| a.ip()), &forwarded)
 }
 
-/// Whether an `Accept` header value admits a JSON response.
-pub fn accepts_json(accept: &str) -> bool {
-    accepts(accept, false)
-}
-
 /// Whether an `Accept` header value admits a JSON response, or with
-/// `event_stream` a `text/event-stream` one.
+/// `event_stream` a `text/event-stream` one, or else a CSV one (the lists
+/// serve it; the other endpoints answer a request preferring it with their
+/// own 406, see `http::versioned`).
 fn accepts(accept: &str, event_stream: bool) -> bool {
     accept.split(',').any(|range| {
         let mut parts = range.split(';');
@@ -301,12 +298,13 @@ fn accepts(accept: &str, event_stream: bool) -> bool {
             && (matches!(
                 media.as_str(),
                 "*/*" | "application/*" | "application/json" | "application/problem+json" | ""
-            ) || (event_stream && matches!(media.as_str(), "text/event-stream" | "text/*")))
+            ) || (event_stream && matches!(media.as_str(), "text/event-stream" | "text/*"))
+                || (!event_stream && matches!(media.as_str(), "text/csv" | "text/*")))
     })
 }
 
-/// 406 when `Accept` is present and excludes JSON (the only representation
-/// served, besides the event stream's `text/event-stream`).
+/// 406 when `Accept` is present and excludes JSON (besides the event
+/// stream's `text/event-stream` and the lists' `text/csv`).
 fn require_json_accept(req: &ServiceRequest, stream: bool) -> Result<(), ApiError> {
     let acceptable = req
         .headers()
@@ -322,7 +320,7 @@ fn require_json_accept(req: &ServiceRequest, stream: bool) -> Result<(), ApiErro
     } else {
         Err(ApiError::new(
             ProblemKind::NotAcceptable,
-            "This API only serves JSON; send `Accept: application/json` (or omit Accept).",
+            "This API serves JSON, and CSV on its lists; send `Accept: application/json` or `Accept: text/csv` (or omit Accept).",
         ))
     }
 }
@@ -548,20 +546,25 @@ mod tests {
             "application/problem+json",
             "APPLICATION/JSON",
             "",
+            "text/csv",
+            "text/csv, text/plain",
+            "text/*",
         ] {
-            assert!(accepts_json(ok), "{ok:?}");
+            assert!(accepts(ok, false), "{ok:?}");
         }
         assert!(accepts("text/event-stream", true));
         assert!(!accepts("text/event-stream", false));
         assert!(!accepts("text/event-stream;q=0", true));
+        assert!(!accepts("text/csv", true));
         for bad in [
             "text/html",
-            "text/csv, text/plain",
+            "text/plain",
             "application/xml",
             "application/json;q=0",
+            "text/csv;q=0",
             "image/*",
         ] {
-            assert!(!accepts_json(bad), "{bad:?}");
+            assert!(!accepts(bad, false), "{bad:?}");
         }
     }
 }

@@ -12,6 +12,7 @@ use utoipa::{Modify, OpenApi};
 use market_model::params;
 
 use crate::error::{ApiError, InvalidParam, Problem, ProblemKind, PROBLEM_JSON};
+use crate::export;
 use crate::routes::{Mount, ENDPOINTS};
 
 /// Both path prefixes serve identical answers.
@@ -93,7 +94,7 @@ const COMMON: &[(&str, &str)] = &[
 const API: &[(&str, &str)] = &[
     ("400", "A query parameter is malformed, out of range, repeated or unknown, or the query string exceeds 4 KiB."),
     ("401", "Missing or invalid `X-API-Key` (missing, empty, wrong prefix, unknown, revoked or expired)."),
-    ("406", "The `Accept` header excludes JSON."),
+    ("406", "The `Accept` header excludes JSON (and, on a list, CSV), or prefers CSV on an endpoint that is not a list."),
     ("429", "The API key has used its requests of the minute (or this address sent too many keys that do not authenticate); retry after `Retry-After` seconds. `RateLimit-Policy` and `RateLimit` say the quota and when it is back."),
     ("503", "The database is needed and cannot be used now: it is unreachable (database-backed pages not cached; an API key this server has not verified within its grace period, 10 minutes by default), or every slot for rendering uncached pages is taken. Endpoints served from memory keep answering. Retry after `Retry-After` seconds."),
 ];
@@ -172,6 +173,51 @@ fn add_freshness(doc: &mut OpenApiDoc) {
     }
 }
 
+/// The lists' second representation (`text/csv`, negotiated by `Accept`)
+/// and the `Link` header of the paged ones. The CSV columns are derived
+/// from the row schema (`export`), so they are listed from the same place.
+fn add_csv_and_links(doc: &mut OpenApiDoc) {
+    for item in doc.paths.paths.values_mut() {
+        let Some(op) = item.get.as_mut() else {
+            continue;
+        };
+        let Some(list) = op
+            .operation_id
+            .as_deref()
+            .and_then(export::List::of_operation)
+        else {
+            continue;
+        };
+        let Some(RefOr::T(ok)) = op.responses.responses.get_mut("200") else {
+            continue;
+        };
+        let columns = export::headers(list);
+        let schema = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(format!(
+                "RFC 4180 CSV (CRLF line ends) with a header row, one row per {}; the same page as the JSON answer (same parameters, limits and cursor). Decimals are exactly as in JSON; nested fields are dotted columns, lists of values one cell joined by `;`, null an empty cell. Columns: {}.",
+                if list == export::List::Liquidity { "level (with its day's fields)" } else { "item" },
+                columns.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+            )));
+        ok.content.insert(
+            "text/csv".into(),
+            ContentBuilder::new()
+                .schema(Some(schema))
+                .example(Some(Value::String(format!("{}\r\n", columns.join(",")))))
+                .build(),
+        );
+        if list.paged() {
+            ok.headers.insert(
+                "Link".into(),
+                header(
+                    "`<…>; rel=\"next\"` (RFC 8288): this request with `cursor` set to the next page's cursor, relative to the request's URL; absent on the last page. Sent with JSON and CSV alike (a CSV page has no `nextCursor` of its own).",
+                    ObjectBuilder::new().schema_type(Type::String).into(),
+                ),
+            );
+        }
+    }
+}
+
 /// The rate-limit headers of an answer to an authenticated request.
 fn add_rate_limit_headers(ok: &mut Response) {
     let text = || ObjectBuilder::new().schema_type(Type::String).into();
@@ -191,7 +237,7 @@ fn problem_example(status: &str, path: &str) -> Value {
         "401" => (ProblemKind::Unauthorized, "The X-API-Key header is missing; send your API key (it starts with `mds_`) in X-API-Key."),
         "404" => (ProblemKind::NotFound, "Unknown asset `BTCX`; symbols are case-sensitive (e.g. BTC, kPEPE, xyz:TSLA); GET /v1/networks/perpnet/markets lists them."),
         "406" if crate::state::stream::is_stream_path(path) => (ProblemKind::NotAcceptable, "The event stream is served as `text/event-stream` (its problems as JSON); send `Accept: text/event-stream` (or omit Accept)."),
-        "406" => (ProblemKind::NotAcceptable, "This API only serves JSON; send `Accept: application/json` (or omit Accept)."),
+        "406" => (ProblemKind::NotAcceptable, "This API serves JSON, and CSV on its lists; send `Accept: application/json` or `Accept: text/csv` (or omit Accept)."),
         "410" => (ProblemKind::Gone, "The events after id 1200 are no longer stored (past the writer's retention, 90 days by default, or removed by a re-seed); resume from id 5400 (`since=5400`), or connect without Last-Event-ID and `since` for live events only."),
         "413" => (ProblemKind::PayloadTooLarge, "The request body is 1048576 bytes; this read-only API takes no body (at most 65536 bytes are accepted)."),
         "431" => (ProblemKind::HeadersTooLarge, "The request headers total 20480 bytes; at most 16384 bytes are accepted."),
@@ -248,10 +294,10 @@ fn api_servers() -> Vec<Server> {
     ]
 }
 
-/// The complete document: the route table's operations, API ones under
-/// `/v1`. The alias prefix is the document's second server; the health
-/// checks, served at the root only, name the root as their one server.
-pub fn document() -> OpenApiDoc {
+/// The route table's operations, API ones under `/v1`, with the schemas
+/// they reference: what the CSV columns are derived from (`export`), before
+/// the document describes the CSV answers.
+pub fn operations() -> OpenApiDoc {
     let mut doc = ApiDoc::openapi();
     for endpoint in ENDPOINTS.iter() {
         doc = match endpoint.mount {
@@ -259,8 +305,18 @@ pub fn document() -> OpenApiDoc {
             Mount::Root => doc.merge_from(endpoint.doc.clone()),
         };
     }
+    doc
+}
+
+/// The complete document: the operations with the responses, headers and
+/// examples every one shares. The alias prefix is the document's second
+/// server; the health checks, served at the root only, name the root as
+/// their one server.
+pub fn document() -> OpenApiDoc {
+    let mut doc = operations();
     add_common_responses(&mut doc);
     add_freshness(&mut doc);
+    add_csv_and_links(&mut doc);
     set_problem_examples(&mut doc);
     doc.servers = Some(api_servers());
     for endpoint in ENDPOINTS.iter().filter(|e| e.mount == Mount::Root) {

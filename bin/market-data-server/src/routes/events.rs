@@ -5,9 +5,9 @@ use market_model::params::{EventsQuery, NetworkPath};
 use market_model::PositionEventList;
 use market_query::EventsRequest;
 
-use super::markets::stored_page;
 use crate::error::{ApiError, Problem};
-use crate::http::{ApiPath, StrictQuery};
+use crate::export::List;
+use crate::http::{stored_page, ApiPath, StrictQuery};
 use crate::state::{AppState, Lane};
 
 type Data = web::Data<AppState>;
@@ -58,6 +58,7 @@ pub async fn list_position_events(
         &snapshot,
         request.cache_key.clone(),
         Lane::Page,
+        Some(List::Events),
         move |store| request.render(store),
     )
     .await

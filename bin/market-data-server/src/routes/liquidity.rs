@@ -5,10 +5,10 @@ use market_model::params::{LiquidityQuery, NetworkPath};
 use market_model::LiquidityLevelsList;
 use market_query::LiquidityRequest;
 
-use super::markets::stored_page;
 use crate::error::{ApiError, Problem};
 
-use crate::http::{ApiPath, StrictQuery};
+use crate::export::List;
+use crate::http::{stored_page, ApiPath, StrictQuery};
 use crate::state::{AppState, Lane};
 
 type Data = web::Data<AppState>;
@@ -54,6 +54,7 @@ pub async fn list_liquidity_levels(
         &snapshot,
         request.key.clone(),
         lane,
+        Some(List::Liquidity),
         move |store| request.render(store, &served),
     )
     .await

@@ -9,7 +9,8 @@ use market_query::{CandlesRequest, HistoryRequest, PositionsPage};
 use market_store::Series;
 
 use crate::error::{ApiError, Problem};
-use crate::http::{snapshot_bytes, versioned, ApiPath, StrictQuery};
+use crate::export::List;
+use crate::http::{snapshot_bytes, stored_page, versioned, versioned_list, ApiPath, StrictQuery};
 use crate::state::{AppState, Lane};
 
 type Data = web::Data<AppState>;
@@ -40,10 +41,11 @@ pub async fn list_markets(
 ) -> Result<HttpResponse, ApiError> {
     let (sort, order) = market_query::market_order(&query.0);
     let snapshot = state.snapshot();
-    Ok(versioned(
+    Ok(versioned_list(
         &req,
         &snapshot,
         market_query::identity((&sort, &order)),
+        List::Markets,
         || snapshot_bytes(&snapshot, move |s| s.market_list_json(sort, order)),
     ))
 }
@@ -111,7 +113,13 @@ pub async fn list_positions(
     let snapshot = state.snapshot();
     let index = market_query::resolve_asset(&snapshot, &path.asset)?;
     let page = PositionsPage::new(&snapshot, index, &query.0)?;
-    Ok(versioned(&req, &snapshot, page.identity, || page.render()))
+    Ok(versioned_list(
+        &req,
+        &snapshot,
+        page.identity,
+        List::Positions,
+        || page.render(),
+    ))
 }
 
 /// Get candles.
@@ -153,6 +161,7 @@ pub async fn list_candles(
         &snapshot,
         request.key.clone(),
         Lane::Page,
+        Some(List::Candles),
         move |store| request.render(store),
     )
     .await
@@ -236,32 +245,8 @@ pub async fn get_market_history(
         &snapshot,
         request.cache_key.clone(),
         Lane::Page,
+        Some(List::MarketHistory),
         move |store| request.render(store),
     )
     .await
-}
-
-/// A response rendered from the database (blocking, on the thread pool,
-/// through the database guard: a fast 503 while the database is down or
-/// every render slot is taken), through the page cache of the served
-/// version.
-pub(crate) async fn stored_page(
-    req: &HttpRequest,
-    state: &Data,
-    snapshot: &std::sync::Arc<crate::state::Served>,
-    key: String,
-    lane: Lane,
-    render: impl FnOnce(&market_store::Store) -> Result<bytes::Bytes, market_query::QueryError>
-        + Send
-        + 'static,
-) -> Result<HttpResponse, ApiError> {
-    let identity = market_query::identity(&key);
-    let db = state.db.clone();
-    let body = state
-        .page(snapshot.version, key, async move {
-            db.run(lane, move |store| render(store).map_err(ApiError::from))
-                .await
-        })
-        .await?;
-    Ok(versioned(req, snapshot, identity, || body))
 }

@@ -7,10 +7,9 @@ use market_query::{HistoryRequest, WalletsPage};
 use market_snapshot::Snapshot;
 use market_store::Series;
 
-use super::markets::stored_page;
-
 use crate::error::{ApiError, Problem};
-use crate::http::{versioned, ApiPath, StrictQuery};
+use crate::export::List;
+use crate::http::{stored_page, versioned_list, ApiPath, StrictQuery};
 use crate::state::{AppState, Lane};
 
 type Data = web::Data<AppState>;
@@ -43,7 +42,13 @@ pub async fn list_wallets(
 ) -> Result<HttpResponse, ApiError> {
     let snapshot = state.snapshot();
     let page = WalletsPage::new(&snapshot, &query.0)?;
-    Ok(versioned(&req, &snapshot, page.identity, || page.render()))
+    Ok(versioned_list(
+        &req,
+        &snapshot,
+        page.identity,
+        List::Wallets,
+        || page.render(),
+    ))
 }
 
 /// Get one wallet.
@@ -81,6 +86,7 @@ pub async fn get_wallet(
         &snapshot,
         ["wallet|", &address].concat(),
         Lane::Page,
+        None,
         move |store| {
             market_query::wallet_detail(store, &served, &address)
                 .map(|body| body.expect("the wallet is served in this version"))
@@ -125,6 +131,7 @@ pub async fn get_wallet_history(
         &snapshot,
         request.cache_key.clone(),
         Lane::Page,
+        Some(List::WalletHistory),
         move |store| request.render(store),
     )
     .await
