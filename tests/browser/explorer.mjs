@@ -11,7 +11,13 @@
 // clean, that axe-core finds no WCAG 2.1 A/AA violation, and that the
 // market page is ready within 1 s and weighs at most 500 KB compressed. With
 // RESEED_CMD (a command that publishes a new data version), it checks that
-// the events page shows the published events live.
+// the events page shows the published events live. It also reads the page
+// as a trader would: chart text at 11 px or more on a 390 px phone and on
+// a desktop, no axis label overlapping another or cut at an edge, the 1h
+// and 4h time ticks on UTC midnights, compact figures rounded before their
+// unit is picked (999,999.999 is $1.00M), funding as a percentage, the
+// heatmap's legend on its square-root scale, backtick spans of a problem as
+// <code>, and the last whale row visible above the pager.
 // Screenshots go to OUT_DIR (default target/).
 import { execSync } from 'node:child_process';
 import { readFileSync, mkdirSync } from 'node:fs';
@@ -44,6 +50,27 @@ function check(ok, what) {
 }
 const digits = (text) => text.replace(/[$,\s]/g, '').replace('−', '-');
 const day = (ms) => new Date(ms).toISOString().slice(0, 10);
+const DAY = 86_400_000;
+// The API's decimal fraction as the page should show it: ×100 by moving the
+// point, with the page's minus sign (U+2212): "-0.0000096" → "−0.00096%".
+function asPercent(str) {
+  if (str === null || str === undefined) return '–';
+  const neg = str.startsWith('-');
+  const [int, frac = ''] = str.replace(/^[-+]/, '').split('.');
+  const figures = (int + frac).replace(/^0+/, '') || '0';
+  const decimals = frac.length - 2;
+  let out = figures + '0'.repeat(Math.max(0, -decimals));
+  if (decimals > 0) {
+    const padded = figures.padStart(decimals + 1, '0');
+    out = `${padded.slice(0, -decimals)}.${padded.slice(-decimals)}`;
+  }
+  return `${neg ? '−' : ''}${out}%`;
+}
+// "$2.52M" → 2520000.
+const fromCompact = (text) => {
+  const [, n, unit] = text.replace(/[$,]/g, '').replace('−', '-').match(/^(-?[\d.]+)([KMBT]?)$/) || [];
+  return Number(n) * { '': 1, K: 1e3, M: 1e6, B: 1e9, T: 1e12 }[unit || ''];
+};
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -121,6 +148,91 @@ async function measured(name, action) {
   return { ms, bytes };
 }
 const rows = (scope) => page.locator(`${scope} tbody tr:not([hidden])`);
+const cardValue = (label) => page.locator('.card').filter({ has: page.getByText(label, { exact: true }) }).locator('.value').textContent();
+
+// The text of the charts on the page as drawn: how many, the smallest
+// rendered size (CSS px: font size times the SVG's scale), axis labels that
+// overlap one another, and labels reaching past the chart's edge.
+const chartText = () => page.evaluate(() => {
+  const out = { count: 0, minPx: Infinity, overlaps: [], cut: [] };
+  for (const svg of document.querySelectorAll('main svg.chart, main svg[data-legend]')) {
+    const name = svg.dataset.chart || svg.dataset.legend;
+    const vb = svg.viewBox.baseVal;
+    for (const t of svg.querySelectorAll('text')) {
+      out.count += 1;
+      out.minPx = Math.min(out.minPx, parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a);
+      const b = t.getBBox();
+      if (b.x < vb.x - 0.5 || b.x + b.width > vb.x + vb.width + 0.5) out.cut.push(`${name}: ${t.textContent}`);
+    }
+    for (const g of [...svg.querySelectorAll('g.axis'), ...(svg.dataset.legend ? [svg] : [])]) {
+      const boxes = [...g.querySelectorAll('text')].map((t) => [t.textContent, t.getBBox()]);
+      boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+        if (p.x < q.x + q.width && q.x < p.x + p.width && p.y < q.y + q.height && q.y < p.y + p.height) out.overlaps.push(`${name}: ${a} / ${b}`);
+      }));
+    }
+  }
+  return out;
+});
+async function readable(where) {
+  const t = await chartText();
+  check(t.count > 0 && t.minPx >= 11, `${where}: chart text is at least 11 px (smallest ${t.minPx.toFixed(1)} px of ${t.count})`);
+  check(t.overlaps.length === 0, `${where}: no axis label overlaps another${t.overlaps.length ? `: ${t.overlaps.slice(0, 3).join('; ')}` : ''}`);
+  check(t.cut.length === 0, `${where}: no chart label is cut at an edge${t.cut.length ? `: ${t.cut.slice(0, 3).join('; ')}` : ''}`);
+}
+// The heatmap's legend, read against the cells: it says its scale is the
+// square root; a tick at fraction f along the bar reads max × f² (max: the
+// largest cell's USD); and every cell has the bar's colour at √(USD / max).
+async function heatmapLegend() {
+  if (await page.locator('svg[data-legend=heatmap]').count() !== 1) {
+    check(false, 'the heatmap has a legend scale (svg[data-legend=heatmap])');
+    return;
+  }
+  const { caption, ticks, stops, cells } = await page.evaluate(() => {
+    const svg = document.querySelector('svg[data-legend=heatmap]');
+    const bar = svg.querySelector('rect[fill^="url("]').getBBox();
+    const rgb = (text) => text.match(/\d+/g).slice(0, 3).map(Number);
+    return {
+      caption: svg.parentElement.textContent,
+      ticks: [...svg.querySelectorAll('text')].map((t) => [t.textContent, (Number(t.getAttribute('x')) - bar.x) / bar.width]),
+      stops: [...svg.querySelectorAll('stop')].map((st) => {
+        const offset = st.getAttribute('offset');
+        return [offset.endsWith('%') ? parseFloat(offset) / 100 : Number(offset), rgb(getComputedStyle(st).stopColor)];
+      }),
+      cells: [...document.querySelectorAll('[data-chart=heatmap] rect.cell')].map((r) => [
+        Number(r.querySelector('title').textContent.split(': ').pop().replace(/[$,]/g, '')), rgb(r.getAttribute('fill'))]),
+    };
+  });
+  const max = Math.max(...cells.map(([usd]) => usd));
+  const wrongTicks = ticks.filter(([label, f]) => Math.abs(fromCompact(label) - max * f * f) > 0.01 * max * f * f + 1);
+  check(/square.root/i.test(caption) && ticks.length >= 3 && ticks.some(([, f]) => f > 0.1 && f < 0.9) && wrongTicks.length === 0,
+    `the heatmap legend is on the square-root scale: ${ticks.map(([l, f]) => `${l} at ${(f * 100).toFixed(0)} %`).join(', ')} (max cell ${Math.round(max)})${wrongTicks.length ? `; off: ${wrongTicks.map(([l]) => l).join(', ')}` : ''}`);
+  const colourAt = (t) => {
+    const i = Math.max(0, stops.findIndex(([o], k) => k > 0 && t <= o) - 1);
+    const [[o0, c0], [o1, c1]] = [stops[i], stops[i + 1]];
+    return c0.map((c, k) => c + ((c1[k] - c) * (t - o0)) / (o1 - o0));
+  };
+  const offColour = cells.filter(([usd, fill]) => colourAt(Math.sqrt(usd / max)).some((c, k) => Math.abs(c - fill[k]) > 2));
+  check(stops.length >= 2 && offColour.length === 0,
+    `each of the ${cells.length} heatmap cells has the legend's colour at its USD${offColour.length ? `; ${offColour.length} do not, e.g. ${offColour[0][0]}: rgb(${offColour[0][1]})` : ''}`);
+}
+// The price chart's time ticks: each where the chart draws that instant (by
+// the candles' positions), on a UTC midnight and labelled with its date; a
+// whole number of days apart, the same number each time.
+async function midnightTicks(where) {
+  const { candles, ticks } = await page.locator('[data-chart=candles]').evaluate((svg) => ({
+    candles: [...svg.querySelectorAll('g.candle')].map((g) => [g.querySelector('title').textContent.slice(0, 16), Number(g.querySelector('line').getAttribute('x1'))]),
+    ticks: [...svg.querySelectorAll('g[data-axis=time] text')].map((t) => [t.textContent, Number(t.getAttribute('x'))]),
+  }));
+  const [[first, x0], [last, x1]] = [candles[0], candles[candles.length - 1]];
+  const [t0, t1] = [Date.parse(`${first.replace(' ', 'T')}Z`), Date.parse(`${last.replace(' ', 'T')}Z`)];
+  const times = ticks.map(([, x]) => t0 + ((x - x0) / (x1 - x0)) * (t1 - t0));
+  const off = ticks.filter(([label], i) => Math.abs(times[i] - Math.round(times[i] / DAY) * DAY) > 60_000
+    || label !== day(Math.round(times[i] / DAY) * DAY).slice(5));
+  const steps = new Set(times.slice(1).map((t, i) => Math.round((t - times[i]) / DAY * 1000) / 1000));
+  const [step] = steps;
+  check(ticks.length >= 3 && off.length === 0 && steps.size === 1 && Number.isInteger(step) && step <= 14,
+    `${where}: time ticks on UTC midnights, a whole number of days apart (${ticks.length} ticks, ${[...steps].join('/')} day(s) apart: ${ticks.map(([l]) => l).join(' ')})${off.length ? `; off midnight: ${off.map(([l]) => l).join(' ')}` : ''}`);
+}
 
 try {
   console.log('key form');
@@ -138,6 +250,11 @@ try {
     await page.locator('.key-form [role=alert]').waitFor();
     const alert = await page.textContent('.key-form [role=alert]');
     check(alert.includes('did not accept'), `${name} is refused on the page: ${alert.trim().slice(0, 120)}`);
+    if (name === 'a mistyped key') {
+      // The server's reason names `mds_`: a code span, not backticks.
+      const code = await page.locator('.key-form [role=alert] code').allTextContents();
+      check(code.includes('mds_') && !alert.includes('`'), `the reason's backtick spans are <code> (${code.join(', ')})`);
+    }
   }
   expected = null;
 
@@ -164,6 +281,16 @@ try {
   await page.fill('#market-search', 'no-such-market');
   check(await page.locator('.empty').isVisible(), 'a search without a match says so');
   await page.fill('#market-search', '');
+  // Funding as a percentage, with the minus sign of the other negatives.
+  const fundingColumn = await page.locator('#markets-table thead th').evaluateAll((ths) => ths.findIndex((th) => th.textContent === 'Funding'));
+  const fundings = await rows('#markets-table').evaluateAll((trs, i) => trs.map((tr) => [tr.dataset.symbol, tr.cells[i].textContent]), fundingColumn);
+  const wrongFunding = fundings.filter(([symbol, text]) => text !== asPercent(markets.items.find((m) => m.symbol === symbol).funding));
+  check(fundings.length === markets.items.length && wrongFunding.length === 0,
+    `funding is a percentage in every row, e.g. ${fundings.slice(0, 2).map(([sy, t]) => `${sy} ${t}`).join(', ')}${wrongFunding.length ? `; wrong: ${wrongFunding.slice(0, 3).map(([sy, t]) => `${sy} ${t}`).join(', ')}` : ''}`);
+  const negativeChange = await rows('#markets-table').evaluateAll((trs) => trs.map((tr) => tr.cells[2].textContent).find((t) => /^[−-]/.test(t)));
+  const negativeFunding = fundings.find(([, t]) => /^[−-]/.test(t));
+  check(negativeChange?.startsWith('−') && negativeFunding?.[1].startsWith('−'),
+    `a negative funding has the minus sign of a negative 24h change, U+2212 (${negativeFunding?.join(' ')}; ${negativeChange})`);
   await axe('markets');
   await page.screenshot({ path: `${out}/explorer-markets.png` });
 
@@ -205,6 +332,21 @@ try {
   }
   const whales = lastAnswer('/whale-positions').body.items;
   check(whales.length > 0 && await rows('section[aria-labelledby=whales-h]').count() === whales.length, `whale table shows the ${whales.length} positions answered`);
+  // Every row is in the page, the last one too, above "Next page": no inner
+  // scroll box hides it. Scrolling the window (not the box) must show it.
+  const lastWhale = await page.locator('section[aria-labelledby=whales-h]').evaluate((section) => {
+    const wrap = section.querySelector('.table-wrap');
+    const row = section.querySelector('tbody tr:last-child');
+    window.scrollBy(0, row.getBoundingClientRect().top - window.innerHeight / 2);
+    const r = row.getBoundingClientRect();
+    const hit = document.elementFromPoint(r.left + 10, r.top + r.height / 2);
+    const next = section.querySelector('button[data-next]').getBoundingClientRect();
+    window.scrollTo(0, 0);
+    return { hidden: wrap.scrollHeight - wrap.clientHeight, shown: row.contains(hit), above: r.bottom <= next.top };
+  });
+  check(lastWhale.hidden <= 1 && lastWhale.shown && lastWhale.above,
+    `the last whale row is visible above "Next page", with no inner scroll (${lastWhale.hidden} px scrolled away, ${lastWhale.shown ? 'shown' : 'covered'})`);
+  check(await cardValue('Funding (hourly)') === asPercent(market.funding), `the funding card is a percentage (${await cardValue('Funding (hourly)')} for ${market.funding})`);
   const history = lastAnswer('/history').body.items;
   const points = await page.locator('section[aria-labelledby=hist-h] path.series').evaluateAll((ps) => ps.map((p) => Number(p.dataset.points)));
   check(points.length === 4 && points.every((n) => n === history.length && n > 0), `history charts draw ${history.length} points per series (${points})`);
@@ -215,6 +357,11 @@ try {
   check(true, 'the market page follows the live stream of its asset');
   await axe('market page');
   await page.screenshot({ path: `${out}/explorer-market.png`, fullPage: true });
+  await readable('market page, 1400 px');
+  // The 1h and 4h price charts: their date ticks on UTC midnights.
+  await midnightTicks('1h candles');
+  await settled(() => page.selectOption('section[aria-labelledby=price-h] select', '4h'));
+  await midnightTicks('4h candles');
 
   // Whale filters and paging.
   await settled(() => page.selectOption('section[aria-labelledby=whales-h] select >> nth=0', 'short'));
@@ -234,6 +381,8 @@ try {
   const columns = await page.locator('[data-chart=heatmap] rect.cell').evaluateAll((rs) => new Set(rs.map((r) => r.getAttribute('x'))).size);
   check(days.length >= 30 && columns === withLevels, `heatmap has a column for each of the ${withLevels} days with levels (${columns})`);
   check(await page.locator('section[aria-labelledby=liq-h] details.alt tbody tr').count() === 10, 'heatmap has its top cells as a table');
+  await heatmapLegend();
+  await readable('heatmap, 1400 px');
   await axe('market page, heatmap');
   await page.locator('section[aria-labelledby=liq-h]').screenshot({ path: `${out}/explorer-heatmap.png` });
 
@@ -247,6 +396,7 @@ try {
   check(wpoints.length === 3 && wpoints.every((n) => n === walletHistory.length && n > 0), `wallet history draws ${walletHistory.length} points per series (${wpoints})`);
   const events = lastAnswer('/position-events').body.items;
   check(await rows('section[aria-labelledby=ev-h]').count() === events.length, `wallet events table shows the ${events.length} events answered`);
+  await readable('wallet page');
   await axe('wallet page');
   await page.screenshot({ path: `${out}/explorer-wallet.png`, fullPage: true });
 
@@ -278,12 +428,72 @@ try {
   check(classes.length > 0 && classes.every((c) => c === 'whale'), 'size filter: only whales');
   await axe('wallets');
 
+  console.log('figures at unit boundaries');
+  // The market and the wallet answer figures just under a unit boundary
+  // (changed on their way to the page): rounded, they reach the next unit.
+  const boundary = {
+    openInterest: ['999999.999', '$1.00M'], volume24h: ['999.996', '$1.00K'],
+    longLiquidationValue: ['999999999.5', '$1.00B'], shortLiquidationValue: ['999994', '$999.99K'], funding: ['-0.000125', '−0.0125%'],
+  };
+  const walletBoundary = { netPnl: ['-999999.995', '−$1.00M'], totalPositionValue: ['999.4', '$999'] };
+  const patch = (changes) => async (route) => {
+    const res = await route.fetch();
+    const body = await res.json();
+    const target = body.wallet || body;
+    for (const [field, [value]] of Object.entries(changes)) target[field] = value;
+    await route.fulfill({ response: res, json: body });
+  };
+  const marketPath = (u) => u.pathname === `/v1/networks/perpnet/markets/${asset}`;
+  // A wallet of the data as it is now (the events step may have re-seeded).
+  const someWallet = (await api('/wallets', { limit: 1 })).items[0].address;
+  const walletPath = (u) => u.pathname === `/v1/networks/perpnet/wallets/${someWallet}`;
+  await page.route(marketPath, patch(boundary));
+  await page.route(walletPath, patch(walletBoundary));
+  await settled(() => page.goto(`${base}/explore#/markets/${asset}`));
+  const marketCards = [['Open interest', 'openInterest'], ['Volume 24h', 'volume24h'], ['Long liquidation value', 'longLiquidationValue'],
+    ['Short liquidation value', 'shortLiquidationValue'], ['Funding (hourly)', 'funding']];
+  for (const [label, field] of marketCards) {
+    const [value, want] = boundary[field];
+    const shown = await cardValue(label);
+    check(shown === want, `${label} ${value} reads ${want} (${shown})`);
+  }
+  await settled(() => page.goto(`${base}/explore#/wallets/${someWallet}`));
+  for (const [label, field] of [['Net PnL', 'netPnl'], ['Position value', 'totalPositionValue']]) {
+    const [value, want] = walletBoundary[field];
+    const shown = await cardValue(label);
+    check(shown === want, `${label} ${value} reads ${want} (${shown})`);
+  }
+  await page.unroute(marketPath);
+  await page.unroute(walletPath);
+
+  console.log('a phone, 390 px wide');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto('about:blank');
+  await page.goto(`${base}/explore#/markets/${asset}`, { waitUntil: 'commit' });
+  await ready();
+  await readable('market page, 390 px');
+  await midnightTicks('1h candles, 390 px');
+  await page.screenshot({ path: `${out}/explorer-phone.png`, fullPage: true });
+  await settled(() => page.click('#tab-heatmap'));
+  await readable('heatmap, 390 px');
+  await heatmapLegend();
+  await axe('market page, 390 px');
+  await page.setViewportSize({ width: 1400, height: 1000 });
+
   console.log('problems on the page');
   expected = /status of 404/;
   await settled(() => page.goto(`${base}/explore#/markets/NO-SUCH-ASSET`));
   const problem = await page.textContent('main .problem');
   check(problem.includes('404') && problem.includes('Unknown asset'), `an unknown market shows the API's problem: ${problem.trim().slice(0, 90)}`);
   check(await page.locator('main .problem').count() === 1, 'one problem, not one per section');
+  // The detail's `NO-SUCH-ASSET` is a code span, not backticks.
+  check(await page.locator('main .problem code').allTextContents().then((c) => c.join()) === 'NO-SUCH-ASSET' && !problem.includes('`'),
+    'the problem\'s backtick span is a <code> element');
+  // Server text is text: an asset named like markup stays text in <code>.
+  await settled(() => page.goto(`${base}/explore#/markets/${encodeURIComponent('<b>x</b>')}`));
+  const markupCode = await page.locator('main .problem code').allTextContents();
+  check(markupCode[0] === '<b>x</b>' && await page.locator('main .problem b').count() === 0,
+    `markup in a problem's detail is shown as text, not parsed (${markupCode.join(', ')})`);
   await settled(() => page.goto(`${base}/explore#/wallets/0x000000000000000000000000000000000000dead`));
   check((await page.textContent('main .problem')).includes('not served'), 'an unknown wallet shows the API\'s problem');
   expected = null;

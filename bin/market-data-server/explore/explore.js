@@ -184,7 +184,8 @@
       seen.unshift(e);
       seen.length = Math.min(seen.length, 50);
       rows.replaceChildren(eventsTable(seen, { wallet }));
-    }, (text) => { status.textContent = text; });
+      layout(rows);
+    }, (text) => { status.replaceChildren(...richText(text)); });
     return h('section', { class: 'panel', 'aria-labelledby': 'live-h' },
       h('h2', { id: 'live-h' }, 'Live'), status, rows);
   }
@@ -201,19 +202,60 @@
   }
   const usd = (str) => (str === null || str === undefined ? '–'
     : str.startsWith('-') ? `−$${exact(str.slice(1))}` : `$${exact(str)}`);
-  /** Rounded for cards and axes (display only: through a float). */
+  const UNITS = [[1e3, 'K'], [1e6, 'M'], [1e9, 'B'], [1e12, 'T']];
+  /**
+   * Rounded for cards and axes (display only: through a float). The figure
+   * is rounded first and the unit picked after, so 999,999 reads "1.00M",
+   * never "1000.00K".
+   */
   function compact(n, digits = 2) {
+    if (!Number.isFinite(n)) return '–';
+    const sign = n < 0 ? '−' : '';
     const a = Math.abs(n);
-    for (const [unit, suffix] of [[1e12, 'T'], [1e9, 'B'], [1e6, 'M'], [1e3, 'K']]) {
-      if (a >= unit) return `${n < 0 ? '−' : ''}${(a / unit).toFixed(digits)}${suffix}`;
+    // Below 1,000: `digits + 1` significant digits, whole from 100 on.
+    const precision = Math.min(4, Math.max(1, digits + 1));
+    const small = Number(a.toPrecision(precision));
+    if (small < 1000) {
+      const decimals = small >= 100 ? 0 : small === 0 ? precision - 1
+        : Math.max(0, precision - 1 - Math.floor(Math.log10(small)));
+      return `${sign}${small.toFixed(decimals)}`;
     }
-    return `${n < 0 ? '−' : ''}${a >= 100 ? a.toFixed(0) : a.toPrecision(Math.min(4, Math.max(1, digits + 1)))}`;
+    for (const [i, [unit, suffix]] of UNITS.entries()) {
+      const text = (a / unit).toFixed(digits);
+      if (Number(text) < 1000 || i === UNITS.length - 1) return `${sign}${text}${suffix}`;
+    }
+    return '–';
   }
-  const compactUsd = (str) => {
-    const n = Number(str);
-    return `${n < 0 ? '−' : ''}$${compact(Math.abs(n))}`;
+  /** A USD figure, compact: "−$1.25M" (the sign before the dollar). */
+  const compactUsd = (value, digits = 2) => {
+    const n = Number(value);
+    return `${n < 0 ? '−' : ''}$${compact(Math.abs(n), digits)}`;
   };
   const pct = (str) => (str === null || str === undefined ? '–' : `${Number(str) > 0 ? '+' : ''}${exact(str)} %`);
+  /**
+   * A decimal fraction as a percentage, by moving the decimal point (no
+   * float): "0.000125" → "0.0125%", "-0.0000096" → "−0.00096%".
+   */
+  function percent(str) {
+    if (str === null || str === undefined || str === '') return '–';
+    const neg = str.startsWith('-');
+    const [int, frac = ''] = str.replace(/^[-+]/, '').split('.');
+    const digits = int + frac.padEnd(2, '0');
+    const point = int.length + 2;
+    const whole = digits.slice(0, point).replace(/^0+(?=\d)/, '');
+    const rest = digits.slice(point);
+    return `${neg ? '−' : ''}${group(whole)}${rest ? `.${rest}` : ''}%`;
+  }
+  /**
+   * Server text (a problem's detail) as nodes: its `backtick` spans become
+   * <code> elements. Text nodes only; the text is never parsed as HTML.
+   */
+  function richText(text) {
+    const parts = String(text).split('`');
+    // An unpaired backtick stays a backtick.
+    if (parts.length % 2 === 0) parts.splice(-2, 2, `${parts[parts.length - 2]}\`${parts[parts.length - 1]}`);
+    return parts.map((part, i) => (i % 2 ? h('code', {}, part) : part)).filter((part) => part !== '');
+  }
   const when = (iso) => (iso ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` : '–');
   const day = (ms) => new Date(ms).toISOString().slice(0, 10);
   const shortAddress = (a) => `${a.slice(0, 6)}…${a.slice(-4)}`;
@@ -251,7 +293,10 @@
     document.body.dataset.state = 'loading';
     try {
       const content = await load();
-      if (gen === generation && token === el.loadToken) el.replaceChildren(...[content].flat(Infinity).filter(Boolean));
+      if (gen === generation && token === el.loadToken) {
+        el.replaceChildren(...[content].flat(Infinity).filter(Boolean));
+        layout(el);
+      }
     } catch (e) {
       if (gen !== generation || token !== el.loadToken) return;
       if (e instanceof KeyRejected) askKey(e.message);
@@ -270,7 +315,7 @@
     const p = e.problem || {};
     return h('div', { class: 'problem', role: 'alert' },
       h('strong', {}, p.title || 'The request failed'), e.status ? ` (HTTP ${e.status})` : '',
-      h('p', {}, p.detail || e.message));
+      h('p', {}, richText(p.detail || e.message)));
   }
   const empty = (text) => h('p', { class: 'empty' }, text);
 
@@ -287,7 +332,7 @@
     const form = h('form', { class: 'key-form', 'aria-labelledby': 'key-title' },
       h('h1', { id: 'key-title' }, 'Enter your API key'),
       message ? h('div', { class: 'problem', role: 'alert' },
-        h('strong', {}, 'The server did not accept the key.'), h('p', {}, message)) : null,
+        h('strong', {}, 'The server did not accept the key.'), h('p', {}, richText(message))) : null,
       h('label', { for: 'api-key' }, 'API key'),
       input,
       h('p', { id: 'key-help', class: 'muted' },
@@ -360,6 +405,65 @@
   }
 
   // ---------------------------------------------------------------- charts
+  //
+  // A chart is drawn at the width it is shown at: its viewBox is its size in
+  // CSS pixels, so its text is as large on a phone as on a desktop (no
+  // scaling down), and its ticks are spaced for that width. A chart box
+  // draws again when its width changes.
+
+  const HOUR = 3_600_000;
+  // Chart boxes and table boxes follow their width: a chart is drawn again,
+  // a table box says again whether it scrolls.
+  const resized = new ResizeObserver((entries) => {
+    for (const { target } of entries) {
+      if (target.classList.contains('chart-box')) drawChart(target);
+      else scrollable(target);
+    }
+  });
+  /** Keeps `box` observed while it is in the page; false once it left. */
+  function followed(box) {
+    if (!box.isConnected) {
+      resized.unobserve(box);
+      box.observed = false;
+      return false;
+    }
+    if (!box.observed) {
+      box.observed = true;
+      resized.observe(box);
+    }
+    return true;
+  }
+  /** A box drawing `draw(width)` (an SVG) at its own width, in CSS pixels. */
+  function chartBox(draw) {
+    const box = h('div', { class: 'chart-box' });
+    box.draw = draw;
+    return box;
+  }
+  function drawChart(box) {
+    if (!followed(box)) return;
+    const width = Math.floor(box.getBoundingClientRect().width);
+    if (width <= 0 || width === box.drawnWidth) return;
+    box.drawnWidth = width;
+    box.replaceChildren(box.draw(width));
+  }
+  /**
+   * A table wider than its box scrolls sideways (on a phone): the box is
+   * then a labelled region in the tab order, so a keyboard can scroll it.
+   */
+  function scrollable(wrap) {
+    if (!followed(wrap)) return;
+    if (wrap.scrollWidth > wrap.clientWidth + 1) {
+      const heading = wrap.closest('section')?.querySelector('h2') || main.querySelector('h1');
+      setAttrs(wrap, { role: 'region', tabindex: '0', 'aria-label': `${heading ? heading.textContent : 'Table'} (scrolls sideways)` });
+    } else {
+      for (const a of ['role', 'tabindex', 'aria-label']) wrap.removeAttribute(a);
+    }
+  }
+  /** Lays out what was just put into `el` (charts, tables), before the page is ready. */
+  function layout(el) {
+    for (const box of el.querySelectorAll('.chart-box')) drawChart(box);
+    for (const wrap of el.querySelectorAll('.table-wrap')) scrollable(wrap);
+  }
 
   function ticks(lo, hi, count = 5) {
     if (!(hi > lo)) return { step: 1, values: [lo] };
@@ -371,6 +475,8 @@
     return { step, values };
   }
   const scale = (d0, d1, r0, r1) => (v) => (d1 === d0 ? (r0 + r1) / 2 : r0 + ((v - d0) / (d1 - d0)) * (r1 - r0));
+  // About how wide a label of 11 px text is (digits are about 6.2 px).
+  const labelWidth = (text) => text.length * 6.6;
 
   /** An SVG chart frame: the SVG, its title and description for screen readers. */
   function frame(width, height, title, desc, kind) {
@@ -391,15 +497,54 @@
     }
     svg.append(grid, labels);
   }
-  function timeAxis(svg, x, t0, t1, yPos) {
+
+  /**
+   * Tick times for a time axis `px` pixels long over [t0, t1], on UTC
+   * calendar boundaries: whole hours (at midnight the date) for spans under
+   * three days; midnights every 1, 2, 3, 7 or 14 days (multiples of that
+   * many days since 1970-01-01, so the ticks stay put as the window moves)
+   * for longer ones; first days of months beyond. The step is the smallest
+   * that keeps the labels apart.
+   */
+  function timeTicks(t0, t1, px) {
     const span = t1 - t0;
-    const g = s('g', { class: 'axis' });
-    const n = 6;
-    for (let i = 0; i <= n; i += 1) {
-      const t = t0 + (span * i) / n;
-      const label = span > 3 * DAY ? day(t).slice(5) : new Date(t).toISOString().slice(5, 16).replace('T', ' ');
-      const anchor = i === 0 ? 'start' : i === n ? 'end' : 'middle';
-      g.append(s('text', { x: x(t), y: yPos, 'text-anchor': anchor }, label));
+    if (!(span > 0)) return [{ t: t0, label: new Date(t0).toISOString().slice(5, 16).replace('T', ' ') }];
+    const perMs = px / span;
+    const fits = (ms, gap) => ms * perMs >= gap;
+    const out = [];
+    const every = (stepMs, label) => {
+      for (let t = Math.ceil(t0 / stepMs) * stepMs; t <= t1; t += stepMs) out.push({ t, label: label(t) });
+      return out;
+    };
+    if (span < 3 * DAY) {
+      const hours = [1, 2, 3, 6, 12].find((n) => fits(n * HOUR, 56)) || 24;
+      return every(hours * HOUR, (t) => (t % DAY === 0 ? day(t).slice(5) : new Date(t).toISOString().slice(11, 16)));
+    }
+    const days = [1, 2, 3, 7, 14].find((n) => fits(n * DAY, 52));
+    if (days) return every(days * DAY, (t) => day(t).slice(5));
+    const months = [1, 2, 3, 6].find((n) => fits(n * 30.44 * DAY, 64)) || 12;
+    const start = new Date(t0);
+    let m = start.getUTCFullYear() * 12 + start.getUTCMonth();
+    if (Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), 1) < t0) m += 1;
+    for (m = Math.ceil(m / months) * months; ; m += months) {
+      const t = Date.UTC(Math.floor(m / 12), m % 12, 1);
+      if (t > t1) break;
+      out.push({ t, label: day(t).slice(0, 7) });
+    }
+    return out;
+  }
+  /**
+   * The time axis under a plot from `x0` to `x1` (bottom `bottom`) of an SVG
+   * `width` wide: a tick and a label (`data-time`, ms) per tick time; a
+   * label that would be cut at an edge is left out.
+   */
+  function timeAxis(svg, x, t0, t1, { x0, x1, bottom, labelY, width }) {
+    const g = s('g', { class: 'axis', 'data-axis': 'time' });
+    for (const { t, label } of timeTicks(t0, t1, x1 - x0)) {
+      const at = x(t);
+      if (at - labelWidth(label) / 2 < 0 || at + labelWidth(label) / 2 > width) continue;
+      g.append(s('line', { x1: at, x2: at, y1: bottom, y2: bottom + 4 }),
+        s('text', { x: at, y: labelY, 'text-anchor': 'middle', 'data-time': t }, label));
     }
     svg.append(g);
   }
@@ -412,66 +557,72 @@
 
   /** Candlesticks: one `g.candle` (wick and body) per candle. */
   function candleChart(candles, symbol, interval) {
-    const W = 1000; const H = 320; const L = 10; const R = 930; const T = 10; const B = 290;
     const lows = candles.map((c) => Number(c.low));
     const highs = candles.map((c) => Number(c.high));
     const lo = Math.min(...lows); const hi = Math.max(...highs);
     const pad = (hi - lo) * 0.05 || hi * 0.01 || 1;
-    const y = scale(lo - pad, hi + pad, B, T);
     const t0 = candles[0].time; const t1 = candles[candles.length - 1].time;
-    const x = scale(t0, t1, L + 4, R - 4);
-    const w = Math.max(1, ((R - L) / candles.length) * 0.7);
     const last = candles[candles.length - 1];
-    const svg = frame(W, H, `${symbol} price, ${interval} candles`,
-      `${candles.length} candles from ${when(candles[0].openTime)} to ${when(last.openTime)}; last close ${last.close}, range ${exact(String(lo))} to ${exact(String(hi))}.`, 'candles');
-    yAxis(svg, y, lo - pad, hi + pad, L, R);
-    const marks = s('g', { class: 'marks' });
-    for (const c of candles) {
-      const up = Number(c.close) >= Number(c.open);
-      const color = up ? C.longSoft : C.shortSoft;
-      const top = y(Math.max(Number(c.open), Number(c.close)));
-      const bottom = y(Math.min(Number(c.open), Number(c.close)));
-      marks.append(s('g', { class: 'candle' },
-        s('title', {}, `${when(c.openTime)} O ${c.open} H ${c.high} L ${c.low} C ${c.close}, volume ${c.volume}`),
-        s('line', { x1: x(c.time), x2: x(c.time), y1: y(Number(c.high)), y2: y(Number(c.low)), stroke: color }),
-        s('rect', { x: x(c.time) - w / 2, y: top, width: w, height: Math.max(1, bottom - top), fill: color })));
-    }
-    svg.append(marks);
-    timeAxis(svg, x, t0, t1, H - 4);
-    return svg;
+    return chartBox((W) => {
+      const H = 320; const L = 10; const R = W - 70; const T = 10; const B = H - 30;
+      const y = scale(lo - pad, hi + pad, B, T);
+      const x = scale(t0, t1, L + 4, R - 4);
+      const w = Math.max(1, ((R - L) / candles.length) * 0.7);
+      const svg = frame(W, H, `${symbol} price, ${interval} candles`,
+        `${candles.length} candles from ${when(candles[0].openTime)} to ${when(last.openTime)}; last close ${last.close}, range ${exact(String(lo))} to ${exact(String(hi))}.`, 'candles');
+      yAxis(svg, y, lo - pad, hi + pad, L, R);
+      const marks = s('g', { class: 'marks' });
+      for (const c of candles) {
+        const up = Number(c.close) >= Number(c.open);
+        const color = up ? C.longSoft : C.shortSoft;
+        const top = y(Math.max(Number(c.open), Number(c.close)));
+        const bottom = y(Math.min(Number(c.open), Number(c.close)));
+        marks.append(s('g', { class: 'candle' },
+          s('title', {}, `${when(c.openTime)} O ${c.open} H ${c.high} L ${c.low} C ${c.close}, volume ${c.volume}`),
+          s('line', { x1: x(c.time), x2: x(c.time), y1: y(Number(c.high)), y2: y(Number(c.low)), stroke: color }),
+          s('rect', { x: x(c.time) - w / 2, y: top, width: w, height: Math.max(1, bottom - top), fill: color })));
+      }
+      svg.append(marks);
+      timeAxis(svg, x, t0, t1, { x0: L + 4, x1: R - 4, bottom: B, labelY: H - 8, width: W });
+      return svg;
+    });
   }
 
   /**
    * Lines over time: `series` = [{name, color, values: [[ms, number]]}],
    * one `path.series` each (`data-points` = its point count).
    */
-  function lineChart(series, { title, desc, format, zero = false, height = 240, width = 1000 }) {
-    const W = width; const H = height; const L = 10; const R = W - 80; const T = 10; const B = H - 26;
+  function lineChart(series, { title, desc, format, zero = false, height = 240 }) {
     const points = series.flatMap((se) => se.values);
     const ts = points.map((p) => p[0]);
     const vs = points.map((p) => p[1]);
     const t0 = Math.min(...ts); const t1 = Math.max(...ts);
-    let lo = Math.min(...vs); let hi = Math.max(...vs);
+    let lo = Math.min(...vs); const hi = Math.max(...vs);
     if (zero) lo = Math.min(0, lo);
     const pad = (hi - lo) * 0.06 || Math.abs(hi) * 0.05 || 1;
-    const y = scale(zero && lo === 0 ? 0 : lo - pad, hi + pad, B, T);
-    const x = scale(t0, t1, L, R);
-    const svg = frame(W, H, title, desc, 'lines');
-    yAxis(svg, y, zero && lo === 0 ? 0 : lo - pad, hi + pad, L, R, format);
-    for (const se of series) {
-      const d = se.values.map(([t, v], i) => `${i ? 'L' : 'M'}${x(t).toFixed(1)},${y(v).toFixed(1)}`).join('');
-      svg.append(s('path', {
-        class: 'series', d, fill: 'none', stroke: se.color, 'stroke-width': 2,
-        'data-series': se.name, 'data-points': se.values.length,
-      }, s('title', {}, se.name)));
-      // A line needs two points; one is drawn as a dot, not left blank.
-      if (se.values.length === 1) {
-        const [[t, v]] = se.values;
-        svg.append(s('circle', { cx: x(t), cy: y(v), r: 4, fill: se.color }, s('title', {}, `${se.name}: ${v}`)));
+    const bottomValue = zero && lo === 0 ? 0 : lo - pad;
+    const box = chartBox((W) => {
+      const H = height; const L = 10; const R = W - 80; const T = 10; const B = H - 30;
+      const y = scale(bottomValue, hi + pad, B, T);
+      const x = scale(t0, t1, L, R);
+      const svg = frame(W, H, title, desc, 'lines');
+      yAxis(svg, y, bottomValue, hi + pad, L, R, format);
+      for (const se of series) {
+        const d = se.values.map(([t, v], i) => `${i ? 'L' : 'M'}${x(t).toFixed(1)},${y(v).toFixed(1)}`).join('');
+        svg.append(s('path', {
+          class: 'series', d, fill: 'none', stroke: se.color, 'stroke-width': 2,
+          'data-series': se.name, 'data-points': se.values.length,
+        }, s('title', {}, se.name)));
+        // A line needs two points; one is drawn as a dot, not left blank.
+        if (se.values.length === 1) {
+          const [[t, v]] = se.values;
+          svg.append(s('circle', { cx: x(t), cy: y(v), r: 4, fill: se.color }, s('title', {}, `${se.name}: ${v}`)));
+        }
       }
-    }
-    timeAxis(svg, x, t0, t1, H - 6);
-    return [legend(series.map((se) => [se.color, se.name])), svg];
+      timeAxis(svg, x, t0, t1, { x0: L, x1: R, bottom: B, labelY: H - 10, width: W });
+      return svg;
+    });
+    return [legend(series.map((se) => [se.color, se.name])), box];
   }
 
   // ---------------------------------------------------------------- markets
@@ -521,7 +672,7 @@
         { title: '24h change', num: true, sortKey: 'change24hPct', cell: (m) => h('span', { class: Number(m.change24hPct) >= 0 ? 'long' : 'short' }, pct(m.change24hPct)) },
         { title: 'Volume 24h', num: true, sortKey: 'volume24h', cell: (m) => compactUsd(m.volume24h) },
         { title: 'Open interest', num: true, sortKey: 'openInterest', cell: (m) => compactUsd(m.openInterest) },
-        { title: 'Funding', num: true, cell: (m) => m.funding },
+        { title: 'Funding', num: true, cell: (m) => percent(m.funding) },
         { title: 'Longs', num: true, cell: (m) => exact(String(m.longCount)) },
         { title: 'Shorts', num: true, cell: (m) => exact(String(m.shortCount)) },
         { title: 'Long/short', num: true, cell: (m) => m.longShortRatio ?? '–' },
@@ -588,7 +739,7 @@
         card('24h change', pct(market.change24hPct), Number(market.change24hPct) >= 0 ? 'long' : 'short'),
         card('Open interest', compactUsd(market.openInterest)),
         card('Volume 24h', compactUsd(market.volume24h)),
-        card('Funding (hourly)', market.funding),
+        card('Funding (hourly)', percent(market.funding)),
         card('Longs / shorts', `${exact(String(market.longCount))} / ${exact(String(market.shortCount))}`),
         card('Long liquidation value', compactUsd(market.longLiquidationValue), 'long'),
         card('Short liquidation value', compactUsd(market.shortLiquidationValue), 'short'));
@@ -657,13 +808,13 @@
         lineChart([series('Longs', C.long, 'longCount'), series('Shorts', C.short, 'shortCount')], {
           title: `${asset}: long and short positions over time`,
           desc: `${items.length} buckets of ${historyInterval}; last: ${last.longCount} longs, ${last.shortCount} shorts.`,
-          format: (v) => compact(v, 1), height: 260, width: 640,
+          format: (v) => compact(v, 1), height: 260,
         })),
         h('div', {}, h('h3', {}, 'Liquidation value'),
         lineChart([series('Long liquidation value', C.long, 'longLiquidationValue'), series('Short liquidation value', C.short, 'shortLiquidationValue')], {
           title: `${asset}: USD liquidatable on each side over time`,
           desc: `${items.length} buckets of ${historyInterval}; last: long ${usd(last.longLiquidationValue)}, short ${usd(last.shortLiquidationValue)}.`,
-          format: (v) => `$${compact(v, 1)}`, height: 260, width: 640,
+          format: (v) => compactUsd(v, 1), height: 260,
         }))),
         altTable('Last 12 buckets as a table', [
           { title: 'Bucket (last observation)', cell: (p) => when(p.observedAt) },
@@ -701,22 +852,25 @@
 
   /** Position value by size class, one bar per side (a `rect.cohort` per class). */
   function cohortChart(items, asset) {
-    const W = 700; const H = 110;
     const colors = { shrimp: C.shrimp, shark: C.shark, whale: C.whale };
-    const svg = frame(W, H, `${asset}: position value by size class`, items.map((i) => `${i.sizeClass} ${i.side}: ${usd(i.positionValue)}`).join('; '), 'cohorts');
-    ['long', 'short'].forEach((sd, row) => {
-      const parts = items.filter((i) => i.side === sd);
-      const total = parts.reduce((a, i) => a + Number(i.positionValue), 0);
-      let x = 60;
-      svg.append(s('text', { x: 0, y: 28 + row * 44 }, sd));
-      for (const i of parts) {
-        const w = total ? (Number(i.positionValue) / total) * (W - 70) : 0;
-        svg.append(s('rect', { class: 'cohort', x, y: 12 + row * 44, width: w, height: 26, fill: colors[i.sizeClass], stroke: '#fff', 'stroke-width': 1.5 },
-          s('title', {}, `${i.sizeClass} ${sd}: ${usd(i.positionValue)} (${total ? ((Number(i.positionValue) / total) * 100).toFixed(1) : 0} %)`)));
-        x += w;
-      }
+    const box = chartBox((width) => {
+      const W = Math.min(width, 700); const H = 110;
+      const svg = frame(W, H, `${asset}: position value by size class`, items.map((i) => `${i.sizeClass} ${i.side}: ${usd(i.positionValue)}`).join('; '), 'cohorts');
+      ['long', 'short'].forEach((sd, row) => {
+        const parts = items.filter((i) => i.side === sd);
+        const total = parts.reduce((a, i) => a + Number(i.positionValue), 0);
+        let x = 60;
+        svg.append(s('text', { x: 0, y: 28 + row * 44 }, sd));
+        for (const i of parts) {
+          const w = total ? (Number(i.positionValue) / total) * (W - 70) : 0;
+          svg.append(s('rect', { class: 'cohort', x, y: 12 + row * 44, width: w, height: 26, fill: colors[i.sizeClass], stroke: '#fff', 'stroke-width': 1.5 },
+            s('title', {}, `${i.sizeClass} ${sd}: ${usd(i.positionValue)} (${total ? ((Number(i.positionValue) / total) * 100).toFixed(1) : 0} %)`)));
+          x += w;
+        }
+      });
+      return svg;
     });
-    return [legend(Object.entries(colors).map(([k, c]) => [c, k])), svg];
+    return [legend(Object.entries(colors).map(([k, c]) => [c, k])), box];
   }
 
   /**
@@ -743,7 +897,6 @@
     const page = await api(net('/liquidity-levels'), { asset, fromDate: day(Date.now() - DAY), toDate: day(Date.now() + DAY) });
     const d = page.items[page.items.length - 1];
     if (!d || !d.levels.length) return empty('No open position with a known liquidation price today.');
-    const W = 1000; const H = 330; const L = 10; const R = 920; const T = 14; const B = 300;
     const mark = Number(market.price);
     const bucket = Number(d.bucketSize);
     const [pLo, pHi, total] = usdRange(d.levels.map((l) => [Number(l.bucketPrice), Number(l.totalAmountUsd)]), 0.99);
@@ -751,32 +904,41 @@
     const inRange = d.levels.filter((l) => Number(l.bucketPrice) >= lo && Number(l.bucketPrice) <= hi);
     const shown = inRange.reduce((a, l) => a + Number(l.totalAmountUsd), 0);
     const top = Math.max(...inRange.map((l) => Number(l.totalAmountUsd)));
-    const x = scale(lo, hi, L, R);
-    const y = scale(0, top * 1.05, B, T);
-    const svg = frame(W, H, `${asset} liquidation map, ${d.date}`,
-      `${d.levels.length} price buckets of ${d.bucketSize}; longs ${usd(d.totals.long.totalAmountUsd)} in ${d.totals.long.positionCount} positions, shorts ${usd(d.totals.short.totalAmountUsd)} in ${d.totals.short.positionCount} positions; mark price ${market.price}. Prices ${tickLabel(lo, bucket)} to ${tickLabel(hi, bucket)} are shown, holding ${((shown / total) * 100).toFixed(1)} % of the USD.`, 'liquidation-map');
-    svg.dataset.from = lo;
-    svg.dataset.to = hi;
-    yAxis(svg, y, 0, top * 1.05, L, R, (v) => `$${compact(v, 1)}`);
-    const bw = Math.max(1.5, x(lo + bucket) - x(lo) - 0.5);
-    const bars = s('g', { class: 'marks' });
-    for (const l of inRange) {
-      const v = Number(l.totalAmountUsd);
-      bars.append(s('rect', {
-        class: `bar ${l.side}`, x: x(Number(l.bucketPrice)) - bw / 2, y: y(v), width: bw, height: Math.max(0.5, B - y(v)),
-        fill: l.side === 'long' ? C.longSoft : C.shortSoft,
-      }, s('title', {}, `${l.side} liquidations near ${l.bucketPrice}: ${usd(l.totalAmountUsd)}, ${l.positionCount} positions`)));
-    }
-    svg.append(bars);
-    const px = ticks(lo, hi, 8);
-    const axis = s('g', { class: 'axis' });
-    // Labels too close to an edge would be cut.
-    for (const v of px.values.filter((p) => x(p) > L + 30 && x(p) < R - 30)) {
-      axis.append(s('text', { x: x(v), y: H - 8, 'text-anchor': 'middle' }, tickLabel(v, px.step)));
-    }
-    svg.append(axis,
-      s('line', { class: 'mark-price', x1: x(mark), x2: x(mark), y1: T, y2: B }),
-      s('text', { class: 'mark-label', x: x(mark) + 4, y: T + 10 }, `mark ${exact(market.price)}`));
+    const chart = chartBox((W) => {
+      const H = 330; const L = 10; const R = W - 80; const T = 14; const B = 300;
+      const x = scale(lo, hi, L, R);
+      const y = scale(0, top * 1.05, B, T);
+      const svg = frame(W, H, `${asset} liquidation map, ${d.date}`,
+        `${d.levels.length} price buckets of ${d.bucketSize}; longs ${usd(d.totals.long.totalAmountUsd)} in ${d.totals.long.positionCount} positions, shorts ${usd(d.totals.short.totalAmountUsd)} in ${d.totals.short.positionCount} positions; mark price ${market.price}. Prices ${tickLabel(lo, bucket)} to ${tickLabel(hi, bucket)} are shown, holding ${((shown / total) * 100).toFixed(1)} % of the USD.`, 'liquidation-map');
+      svg.dataset.from = lo;
+      svg.dataset.to = hi;
+      yAxis(svg, y, 0, top * 1.05, L, R, (v) => compactUsd(v, 1));
+      const bw = Math.max(1.5, x(lo + bucket) - x(lo) - 0.5);
+      const bars = s('g', { class: 'marks' });
+      for (const l of inRange) {
+        const v = Number(l.totalAmountUsd);
+        bars.append(s('rect', {
+          class: `bar ${l.side}`, x: x(Number(l.bucketPrice)) - bw / 2, y: y(v), width: bw, height: Math.max(0.5, B - y(v)),
+          fill: l.side === 'long' ? C.longSoft : C.shortSoft,
+        }, s('title', {}, `${l.side} liquidations near ${l.bucketPrice}: ${usd(l.totalAmountUsd)}, ${l.positionCount} positions`)));
+      }
+      svg.append(bars);
+      // As many price labels as the width holds (at most 8), none cut at an edge.
+      const px = ticks(lo, hi, Math.max(3, Math.min(8, Math.floor((R - L) / 80))));
+      const axis = s('g', { class: 'axis' });
+      for (const v of px.values) {
+        const label = tickLabel(v, px.step);
+        if (x(v) - labelWidth(label) / 2 < 0 || x(v) + labelWidth(label) / 2 > W) continue;
+        axis.append(s('text', { x: x(v), y: H - 8, 'text-anchor': 'middle' }, label));
+      }
+      // The mark price's label goes left of its line near the right edge.
+      const markLabel = `mark ${exact(market.price)}`;
+      const leftOf = x(mark) + 4 + labelWidth(markLabel) > W;
+      svg.append(axis,
+        s('line', { class: 'mark-price', x1: x(mark), x2: x(mark), y1: T, y2: B }),
+        s('text', { class: 'mark-label', x: x(mark) + (leftOf ? -4 : 4), y: T + 10, 'text-anchor': leftOf ? 'end' : 'start' }, markLabel));
+      return svg;
+    });
     const top10 = (sd) => d.levels.filter((l) => l.side === sd)
       .sort((a, b) => Number(b.totalAmountUsd) - Number(a.totalAmountUsd)).slice(0, 10);
     const levelColumns = [
@@ -795,7 +957,7 @@
           h('span', { 'data-count': true }, exact(String(d.totals.short.positionCount))), ' positions'),
         h('div', { class: 'muted' }, `${d.date} (${d.coverage}), bucket ${d.bucketSize}, updated ${when(d.updatedAt)}`),
         shown < total ? h('div', { class: 'muted' }, `The chart shows the prices holding ${((shown / total) * 100).toFixed(1)} % of the USD; the tables and totals hold all of it.`) : null),
-      svg,
+      chart,
       h('div', { class: 'grid2' },
         altTable('Top 10 long buckets as a table', levelColumns, top10('long')),
         altTable('Top 10 short buckets as a table', levelColumns, top10('short'))),
@@ -831,61 +993,88 @@
       shown += v;
     }
     const max = Math.max(...grid.values());
-    const W = 1000; const H = 380; const L = 10; const R = 920; const T = 10; const B = 350;
-    const cw = (R - L) / COLS; const rh = (B - T) / ROWS;
-    const svg = frame(W, H, `${asset} liquidation heatmap, ${days[0].date} to ${days[days.length - 1].date}`,
-      `${days.length} days by ${ROWS} price rows of ${exact(String(Number(step.toPrecision(4))))}; colour is the USD liquidatable in a cell, darkest ${usd(String(Math.round(max)))}. The rows hold ${((shown / total) * 100).toFixed(1)} % of the USD.`, 'heatmap');
-    svg.dataset.days = days.length;
-    svg.dataset.rows = ROWS;
-    const y = scale(lo, hi, B, T);
-    yAxis(svg, y, lo, hi, L, R);
-    const cells = s('g', { class: 'marks' });
     const cellList = [];
     for (const [k, v] of grid) {
       const i = Math.floor(k / ROWS); const r = k % ROWS;
       const rowLo = lo + r * step;
-      const date = day(first + i * DAY);
-      cellList.push({ date, from: rowLo, to: rowLo + step, usd: v });
-      cells.append(s('rect', {
-        class: 'cell', x: L + i * cw, y: B - (r + 1) * rh, width: cw + 0.2, height: rh + 0.2, fill: heat(Math.sqrt(v / max)),
-      }, s('title', {}, `${date}, ${tickLabel(rowLo, step)} – ${tickLabel(rowLo + step, step)}: ${usd(String(Math.round(v)))}`)));
+      cellList.push({ i, r, date: day(first + i * DAY), from: rowLo, to: rowLo + step, usd: v });
     }
-    svg.append(cells);
     // The daily close over the map: where the price went through the levels.
     const byDate = new Map(candles.candles.map((c) => [day(c.time), Number(c.close)]));
     const closes = days.map((d) => [col(d), byDate.get(d.date)]).filter(([, c]) => c !== undefined && c >= lo && c <= hi);
-    if (closes.length > 1) {
-      svg.append(s('path', {
-        class: 'close-line', fill: 'none', stroke: C.accent, 'stroke-width': 2,
-        d: closes.map(([i, c], n) => `${n ? 'L' : 'M'}${(L + (i + 0.5) * cw).toFixed(1)},${y(c).toFixed(1)}`).join(''),
-      }, s('title', {}, 'Daily close')));
-    }
-    const axis = s('g', { class: 'axis' });
-    for (let i = 0; i < COLS; i += 12) {
-      axis.append(s('text', { x: L + (i + 0.5) * cw, y: H - 8, 'text-anchor': 'middle' }, day(first + i * DAY).slice(5)));
-    }
-    svg.append(axis);
-    cellList.sort((a, b) => b.usd - a.usd);
+    const chart = chartBox((W) => {
+      const H = 380; const L = 10; const R = W - 80; const T = 10; const B = 350;
+      const cw = (R - L) / COLS; const rh = (B - T) / ROWS;
+      const svg = frame(W, H, `${asset} liquidation heatmap, ${days[0].date} to ${days[days.length - 1].date}`,
+        `${days.length} days by ${ROWS} price rows of ${exact(String(Number(step.toPrecision(4))))}; colour is the USD liquidatable in a cell on a square-root scale, darkest ${usd(String(Math.round(max)))}: a mid-blue cell holds a quarter of that. The rows hold ${((shown / total) * 100).toFixed(1)} % of the USD.`, 'heatmap');
+      svg.dataset.days = days.length;
+      svg.dataset.rows = ROWS;
+      const y = scale(lo, hi, B, T);
+      yAxis(svg, y, lo, hi, L, R);
+      const cells = s('g', { class: 'marks' });
+      for (const c of cellList) {
+        cells.append(s('rect', {
+          class: 'cell', x: L + c.i * cw, y: B - (c.r + 1) * rh, width: cw + 0.2, height: rh + 0.2, fill: heat(Math.sqrt(c.usd / max)),
+        }, s('title', {}, `${c.date}, ${tickLabel(c.from, step)} – ${tickLabel(c.to, step)}: ${usd(String(Math.round(c.usd)))}`)));
+      }
+      svg.append(cells);
+      if (closes.length > 1) {
+        svg.append(s('path', {
+          class: 'close-line', fill: 'none', stroke: C.accent, 'stroke-width': 2,
+          d: closes.map(([i, c], n) => `${n ? 'L' : 'M'}${(L + (i + 0.5) * cw).toFixed(1)},${y(c).toFixed(1)}`).join(''),
+        }, s('title', {}, 'Daily close')));
+      }
+      // Dates under the middle of their column.
+      timeAxis(svg, (t) => L + ((t - first) / DAY + 0.5) * cw, first, first + (COLS - 1) * DAY,
+        { x0: L, x1: R - cw, bottom: B, labelY: H - 8, width: W });
+      return svg;
+    });
+    const top10 = [...cellList].sort((a, b) => b.usd - a.usd).slice(0, 10);
     return [
-      h('div', { class: 'toolbar' },
-        h('span', { class: 'scale' }, '$0', h('span', { class: 'bar', 'aria-hidden': 'true' }), usd(String(Math.round(max)))),
-        legend([[C.accent, 'daily close']])),
-      svg,
+      h('div', { class: 'toolbar' }, heatLegend(max), legend([[C.accent, 'daily close']])),
+      chart,
       altTable('Top 10 cells as a table', [
         { title: 'Date', cell: (c) => c.date },
         { title: 'Prices', num: true, cell: (c) => `${tickLabel(c.from, step)} – ${tickLabel(c.to, step)}` },
         { title: 'USD', num: true, cell: (c) => usd(String(Math.round(c.usd))) },
-      ], cellList.slice(0, 10)),
+      ], top10),
     ];
   }
 
-  /** White → blue → navy, `t` in [0, 1]. */
+  // The heatmap's colours: white → blue → navy, at 0, ½ and 1.
+  const HEAT = [[0, [247, 251, 255]], [0.5, [107, 174, 214]], [1, [8, 48, 107]]];
+  /** The colour at `t` in [0, 1]: linear between the stops of HEAT. */
   function heat(t) {
-    const stops = [[247, 251, 255], [107, 174, 214], [8, 48, 107]];
-    const u = Math.max(0, Math.min(1, t)) * 2;
-    const [a, b] = u <= 1 ? [stops[0], stops[1]] : [stops[1], stops[2]];
-    const f = u <= 1 ? u : u - 1;
+    const u = Math.max(0, Math.min(1, t));
+    const n = u <= HEAT[1][0] ? 0 : 1;
+    const [[t0, a], [t1, b]] = [HEAT[n], HEAT[n + 1]];
+    const f = (u - t0) / (t1 - t0);
     return `rgb(${a.map((c, i) => Math.round(c + (b[i] - c) * f)).join(',')})`;
+  }
+
+  /**
+   * The heatmap's colour scale. A cell's colour is at √(USD / max) along
+   * it, so the ticks are placed there with their USD: the middle of the
+   * bar is a quarter of the maximum, not half.
+   */
+  function heatLegend(max) {
+    const W = 300; const H = 34; const L = 24; const R = W - 24;
+    const id = `g${Math.random().toString(36).slice(2, 9)}`;
+    const at = [0, 0.25, 0.5, 0.75, 1];
+    const value = (f) => (f === 0 ? '$0' : compactUsd(max * f * f));
+    const svg = s('svg', {
+      class: 'heat-scale', width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img', 'data-legend': 'heatmap',
+      'aria-label': `Colour scale, square root of the USD in a cell: ${at.map((f) => `${value(f)} at ${f * 100} %`).join(', ')} of the bar.`,
+    },
+    s('defs', {}, s('linearGradient', { id },
+      HEAT.map(([offset, rgb]) => s('stop', { offset, 'stop-color': `rgb(${rgb.join(',')})` })))),
+    s('rect', { class: 'heat-bar', x: L, y: 2, width: R - L, height: 12, fill: `url(#${id})` }));
+    for (const f of at) {
+      const x = L + f * (R - L);
+      svg.append(s('line', { x1: x, x2: x, y1: 14, y2: 18 }),
+        s('text', { x, y: H - 4, 'text-anchor': 'middle', 'data-at': f, 'data-usd': max * f * f }, value(f)));
+    }
+    return h('span', { class: 'scale' }, 'USD in a cell (square-root scale)', svg);
   }
 
   /** Whale-positions items (or a wallet's positions, `bySymbol`). */
@@ -999,7 +1188,7 @@
         lineChart([series('Account value', C.accent, 'accountTotalValue'), series('Long value', C.long, 'longValue'), series('Short value', C.short, 'shortValue')], {
           title: 'Account and position value over time',
           desc: `${page.items.length} buckets of ${interval}; last: account ${usd(last.accountTotalValue)}, long ${usd(last.longValue)}, short ${usd(last.shortValue)}.`,
-          format: (v) => `$${compact(v, 1)}`, zero: true,
+          format: (v) => compactUsd(v, 1), zero: true,
         }),
         altTable('Last 12 buckets as a table', [
           { title: 'Bucket (last observation)', cell: (p) => when(p.observedAt) },
