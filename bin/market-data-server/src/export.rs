@@ -308,18 +308,28 @@ pub fn next_cursor(json: &[u8]) -> Option<&str> {
 
 /// The `Link: <…>; rel="next"` of a page whose next cursor is `cursor`:
 /// this request with `cursor` replaced (RFC 8288; a reference relative to
-/// the request's own URL, so it holds behind a proxy that keeps paths).
-pub fn next_link(req: &HttpRequest, cursor: &str) -> header::HeaderValue {
-    let mut query: Vec<(String, String)> = form_urlencoded::parse(req.query_string().as_bytes())
-        .filter(|(k, _)| k != "cursor")
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
-    query.push(("cursor".into(), cursor.into()));
-    let query = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(query)
-        .finish();
-    let link = format!("<{}?{}>; rel=\"next\"", req.path(), query);
-    header::HeaderValue::from_str(&link).expect("a path and a form-encoded query are header-safe")
+/// the request's own URL, so it holds behind a proxy that keeps paths). The
+/// other parameters keep the caller's own spelling; cursors are URL-safe
+/// (base64url or digits).
+pub fn next_link(req: &HttpRequest, cursor: &str) -> Option<header::HeaderValue> {
+    let mut link = String::with_capacity(
+        req.uri().path().len() + req.query_string().len() + cursor.len() + 24,
+    );
+    link.push('<');
+    link.push_str(req.path());
+    link.push('?');
+    for pair in req.query_string().split('&') {
+        if !pair.is_empty() && pair != "cursor" && !pair.starts_with("cursor=") {
+            link.push_str(pair);
+            link.push('&');
+        }
+    }
+    link.push_str("cursor=");
+    link.push_str(cursor);
+    link.push_str(">; rel=\"next\"");
+    // A request target is visible ASCII, so this holds; were it not, the
+    // answer would go without its Link rather than fail.
+    header::HeaderValue::from_str(&link).ok()
 }
 
 #[cfg(test)]
@@ -375,7 +385,7 @@ mod tests {
             TestRequest::with_uri("/v1/networks/perpnet/wallets?size=whale&cursor=old&limit=200")
                 .to_http_request();
         assert_eq!(
-            next_link(&req, "new-_1").to_str().unwrap(),
+            next_link(&req, "new-_1").unwrap().to_str().unwrap(),
             "</v1/networks/perpnet/wallets?size=whale&limit=200&cursor=new-_1>; rel=\"next\""
         );
     }

@@ -232,8 +232,9 @@ fn represent(
     } else {
         let json = body();
         let link = list
+            .filter(|l| l.paged())
             .and_then(|_| export::next_cursor(&json))
-            .map(|cursor| export::next_link(req, cursor));
+            .and_then(|cursor| export::next_link(req, cursor));
         let (body, content_type) = match csv {
             None => (json, "application/json"),
             Some(list) => match export::render(list, &json) {

@@ -65,6 +65,12 @@ pub async fn request_context(
     // cost hundreds of KB each, and it would hold back events until flushed.
     if is_stream_path(req.path()) {
         req.headers_mut().remove(header::ACCEPT_ENCODING);
+    } else if let Some(v) = req
+        .headers()
+        .get(header::ACCEPT_ENCODING)
+        .and_then(zstd_over_brotli)
+    {
+        req.headers_mut().insert(header::ACCEPT_ENCODING, v);
     }
     // Kept as the header value it is echoed in: no string per request.
     let request_id = req
@@ -325,6 +331,57 @@ fn require_json_accept(req: &ServiceRequest, stream: bool) -> Result<(), ApiErro
     }
 }
 
+/// `Accept-Encoding` with brotli ranked just below zstd when the client
+/// takes both at the same quality (browsers send `gzip, deflate, br, zstd`);
+/// `None` when there is nothing to change. `Compress` breaks ties brotli
+/// first; zstd makes answers as small (the 30-day liquidity answer: 12.2 %
+/// of its size against brotli's 12.4 %) for less than half the CPU
+/// (docs/performance.md). A quality the client states otherwise is kept.
+fn zstd_over_brotli(value: &HeaderValue) -> Option<HeaderValue> {
+    let text = value.to_str().ok()?;
+    if !(text.contains("zstd") && text.contains("br")) {
+        return None;
+    }
+    let quality = |item: &str| -> Option<(String, u16)> {
+        let mut parts = item.split(';');
+        let coding = parts.next()?.trim().to_ascii_lowercase();
+        let q = parts
+            .find_map(|p| {
+                let p = p.trim();
+                p.strip_prefix("q=").or_else(|| p.strip_prefix("Q="))
+            })
+            .map_or(Some(1000), |q| {
+                q.trim()
+                    .parse::<f32>()
+                    .ok()
+                    .map(|q| (q.clamp(0.0, 1.0) * 1000.0).round() as u16)
+            })?;
+        Some((coding, q))
+    };
+    let items: Vec<&str> = text.split(',').collect();
+    let of = |name: &str| {
+        items
+            .iter()
+            .filter_map(|i| quality(i))
+            .find(|(c, _)| c == name)
+            .map(|(_, q)| q)
+    };
+    let (zstd, br) = (of("zstd")?, of("br")?);
+    if zstd != br || zstd == 0 {
+        return None;
+    }
+    let rewritten: Vec<String> = items
+        .iter()
+        .map(|item| match quality(item) {
+            Some((coding, _)) if coding == "br" => {
+                format!("br;q={:.3}", f32::from(br - 1) / 1000.0)
+            }
+            _ => item.trim().to_owned(),
+        })
+        .collect();
+    HeaderValue::from_str(&rewritten.join(", ")).ok()
+}
+
 /// Largest accepted total size of the request headers, in bytes.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// Largest accepted declared request body, in bytes (the API reads no bodies).
@@ -535,6 +592,26 @@ pub async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zstd_is_preferred_to_brotli_only_on_a_tie() {
+        let rewrite = |v: &str| {
+            zstd_over_brotli(&HeaderValue::from_str(v).unwrap())
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(
+            rewrite("gzip, deflate, br, zstd").as_deref(),
+            Some("gzip, deflate, br;q=0.999, zstd")
+        );
+        assert_eq!(
+            rewrite("br;q=0.8, zstd;q=0.8").as_deref(),
+            Some("br;q=0.799, zstd;q=0.8")
+        );
+        assert_eq!(rewrite("br, zstd;q=0.5"), None);
+        assert_eq!(rewrite("br;q=0.2, zstd"), None);
+        assert_eq!(rewrite("gzip, br"), None);
+        assert_eq!(rewrite("zstd;q=0, br;q=0"), None);
+    }
 
     #[test]
     fn accept_negotiation() {
