@@ -1464,6 +1464,20 @@ async fn lists_are_served_as_csv_with_link_paging(backend: Backend) {
         assert_eq!(row[col("tags")], tags.join(";"));
     }
 
+    // Under the alias prefix, the Link stays under it.
+    let alias = csv_get(format!(
+        "/api/developer{NET}/markets/BTC/whale-positions?limit=7"
+    ))
+    .await;
+    let link = link_of(&alias).expect("a next page");
+    assert!(
+        link.starts_with(&format!(
+            "/api/developer{NET}/markets/BTC/whale-positions?limit=7&cursor="
+        )),
+        "{link}"
+    );
+    assert_eq!(csv_get(link).await.status(), 200);
+
     // A liquidity day: one row per level, each with its day's fields.
     let today = app.today();
     let path = format!("{NET}/liquidity-levels?fromDate={today}&toDate={today}&asset=BTC");
@@ -1487,6 +1501,7 @@ async fn lists_are_served_as_csv_with_link_paging(backend: Backend) {
 
     // Every other list answers CSV with a header row.
     for path in [
+        "/v1/networks".to_owned(),
         format!("{NET}/markets"),
         format!("{NET}/wallets?size=whale"),
         format!("{NET}/position-events?limit=5"),
@@ -1496,7 +1511,7 @@ async fn lists_are_served_as_csv_with_link_paging(backend: Backend) {
         let res = csv_get(path.clone()).await;
         assert_eq!(res.status(), 200, "{path}");
         let (header, _) = parse(&res.text().await.unwrap());
-        assert!(header.len() >= 5, "{path}: {header:?}");
+        assert!(header.len() >= 3, "{path}: {header:?}");
     }
 
     // Problems stay JSON; an endpoint that is not a list answers 406; the
@@ -1504,6 +1519,16 @@ async fn lists_are_served_as_csv_with_link_paging(backend: Backend) {
     let bad = csv_get(format!("{NET}/wallets?limit=0")).await;
     assert_eq!(bad.status(), 400);
     assert_eq!(bad.headers()["content-type"], "application/problem+json");
+    let either = app
+        .client
+        .get(app.url(&format!("{NET}/markets/BTC")))
+        .header("X-API-Key", &app.token)
+        .header("Accept", "text/csv, */*")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(either.status(), 200, "JSON is acceptable too");
+    assert_eq!(either.headers()["content-type"], "application/json");
     let detail = csv_get(format!("{NET}/markets/BTC")).await;
     assert_eq!(detail.status(), 406);
     assert_eq!(detail.headers()["content-type"], "application/problem+json");

@@ -25,6 +25,8 @@ pub const TEXT_CSV: &str = "text/csv; charset=utf-8; header=present";
 /// The lists served as CSV too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum List {
+    /// `/networks`.
+    Networks,
     /// `/markets`.
     Markets,
     /// `/markets/{asset}/whale-positions`.
@@ -45,7 +47,8 @@ pub enum List {
 
 impl List {
     /// Every list.
-    pub const ALL: [List; 8] = [
+    pub const ALL: [List; 9] = [
+        List::Networks,
         List::Markets,
         List::Positions,
         List::Wallets,
@@ -59,6 +62,7 @@ impl List {
     /// The operation serving the list.
     pub fn operation_id(self) -> &'static str {
         match self {
+            List::Networks => "listNetworks",
             List::Markets => "listMarkets",
             List::Positions => "listMarketPositions",
             List::Wallets => "listWallets",
@@ -72,7 +76,7 @@ impl List {
 
     /// Whether its answers are keyset-paged (a `nextCursor`, a `Link`).
     pub fn paged(self) -> bool {
-        self != List::Markets
+        !matches!(self, List::Markets)
     }
 
     /// The list served by operation `id`.
@@ -90,6 +94,7 @@ impl List {
         Option<(&'static str, &'static str)>,
     ) {
         match self {
+            List::Networks => ("items", "NetworkItem", None),
             List::Markets => ("items", "Market", None),
             List::Positions => ("items", "MarketPosition", None),
             List::Wallets => ("items", "Wallet", None),
@@ -111,39 +116,86 @@ pub enum Representation {
     Csv,
 }
 
-/// The representation `Accept` prefers: CSV when `text/csv` (or `text/*`)
-/// has a higher quality than JSON, or the same quality while JSON is only
-/// admitted by a wildcard (`text/csv, */*`). Everything else is JSON,
-/// including no `Accept` at all.
-pub fn wanted(req: &HttpRequest) -> Representation {
-    let (mut json, mut json_named, mut csv) = (0.0f32, false, 0.0f32);
-    for value in req.headers().get_all(header::ACCEPT) {
+/// The quality `Accept` gives a media type: that of the most specific
+/// range matching it (RFC 9110 §12.5.1: `text/csv;q=0, text/*` refuses
+/// CSV), 0 when none matches, 1 without an `Accept` header; and how
+/// specific that range was: 2 the type itself, 1 `type/*`, 0 `*/*`.
+fn quality(req: &HttpRequest, kind: &str, sub: &str) -> (f32, u8) {
+    let mut values = req.headers().get_all(header::ACCEPT).peekable();
+    if values.peek().is_none() {
+        return (1.0, 0);
+    }
+    // (specificity, q): 2 the type itself, 1 `type/*`, 0 `*/*`.
+    let mut best: Option<(u8, f32)> = None;
+    let mut any = false;
+    for value in values {
         let Ok(value) = value.to_str() else { continue };
         for range in value.split(',') {
             let mut parts = range.split(';');
             let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            if media.is_empty() {
+                continue;
+            }
+            any = true;
             let q = parts
                 .filter_map(|p| {
                     let p = p.trim();
                     p.strip_prefix("q=").or_else(|| p.strip_prefix("Q="))
                 })
                 .find_map(|q| q.trim().parse::<f32>().ok())
-                .unwrap_or(1.0);
-            match media.as_str() {
-                "application/json" | "application/problem+json" => {
-                    json = json.max(q);
-                    json_named |= q > 0.0;
+                .unwrap_or(1.0)
+                .clamp(0.0, 1.0);
+            let (k, s) = media.split_once('/').unwrap_or((media.as_str(), ""));
+            let specificity = match (k, s) {
+                _ if k == kind && s == sub => 2,
+                _ if k == kind && s == "*" => 1,
+                ("*", "*") => 0,
+                _ => continue,
+            };
+            if best.is_none_or(|(b, _)| specificity > b) {
+                best = Some((specificity, q));
+            } else if let Some((b, bq)) = best {
+                if specificity == b {
+                    best = Some((b, bq.max(q)));
                 }
-                "application/*" | "*/*" => json = json.max(q),
-                "text/csv" | "text/*" => csv = csv.max(q),
-                _ => {}
             }
         }
     }
-    if csv > 0.0 && (csv > json || (csv == json && !json_named)) {
-        Representation::Csv
+    if !any {
+        // `Accept:` with nothing in it: as if absent.
+        return (1.0, 0);
+    }
+    best.map_or((0.0, 0), |(s, q)| (q, s))
+}
+
+/// The representation to answer with: CSV (on a list, `csv`) when `text/csv`
+/// has a higher quality than JSON, or the same while JSON is only admitted
+/// by a wildcard (`text/csv, */*`); else JSON while `Accept` admits it
+/// (without `Accept`, and for `*/*`, it does); `None` (a 406) when it
+/// admits neither.
+pub fn negotiate(req: &HttpRequest, csv: bool) -> Option<Representation> {
+    let (json, json_named) = {
+        let (q, specificity) = quality(req, "application", "json");
+        // Clients that name the problem type take JSON answers too.
+        let (problem, problem_specificity) = quality(req, "application", "problem+json");
+        let problem = if problem_specificity == 2 {
+            problem
+        } else {
+            0.0
+        };
+        (q.max(problem), specificity == 2 || problem > 0.0)
+    };
+    let (csv_q, csv_specificity) = quality(req, "text", "csv");
+    // `*/*` alone never asks for CSV.
+    let csv_asked = csv && csv_q > 0.0 && csv_specificity >= 1;
+    if csv_asked && (csv_q > json || (csv_q == json && !json_named)) {
+        Some(Representation::Csv)
+    } else if json > 0.0 {
+        Some(Representation::Json)
+    } else if csv_asked {
+        Some(Representation::Csv)
     } else {
-        Representation::Json
+        None
     }
 }
 
@@ -281,7 +333,11 @@ pub fn render(list: List, json: &[u8]) -> Result<Bytes, serde_json::Error> {
                 columns.iter().map(|c| cell(lookup(row, &c.path))).collect(),
             ),
             Some((field, _)) => {
-                for sub in row[field].as_array().into_iter().flatten() {
+                let subs = row[field].as_array().map(Vec::as_slice).unwrap_or_default();
+                // A row without sub-rows (a day without levels) still has
+                // its own fields: one row, its sub-row columns empty.
+                let none = [Value::Null];
+                for sub in if subs.is_empty() { &none[..] } else { subs } {
                     let record = columns
                         .iter()
                         .map(|c| cell(lookup(if c.parent { row } else { sub }, &c.path)))
@@ -319,7 +375,11 @@ pub fn next_link(req: &HttpRequest, cursor: &str) -> Option<header::HeaderValue>
     link.push_str(req.path());
     link.push('?');
     for pair in req.query_string().split('&') {
-        if !pair.is_empty() && pair != "cursor" && !pair.starts_with("cursor=") {
+        // By its decoded name, as the query parser reads it (`curs%6Fr`).
+        let is_cursor = form_urlencoded::parse(pair.as_bytes())
+            .next()
+            .is_some_and(|(k, _)| k == "cursor");
+        if !pair.is_empty() && !is_cursor {
             link.push_str(pair);
             link.push('&');
         }
@@ -337,37 +397,49 @@ mod tests {
     use super::*;
     use actix_web::test::TestRequest;
 
-    fn accept(value: &str) -> Representation {
-        wanted(
+    fn accept(value: &str, csv: bool) -> Option<Representation> {
+        negotiate(
             &TestRequest::default()
                 .insert_header((header::ACCEPT, value))
                 .to_http_request(),
+            csv,
         )
     }
 
     #[test]
-    fn csv_is_chosen_only_when_preferred() {
+    fn csv_is_chosen_only_when_preferred_and_json_otherwise_when_acceptable() {
+        use Representation::{Csv, Json};
         assert_eq!(
-            wanted(&TestRequest::default().to_http_request()),
-            Representation::Json
+            negotiate(&TestRequest::default().to_http_request(), true),
+            Some(Json)
         );
-        assert_eq!(accept("text/csv"), Representation::Csv);
-        assert_eq!(accept("text/csv, */*"), Representation::Csv);
+        assert_eq!(accept("text/csv", true), Some(Csv));
+        assert_eq!(accept("text/csv, */*", true), Some(Csv));
+        assert_eq!(accept("text/csv;q=0.5, application/json", true), Some(Json));
+        assert_eq!(accept("application/json, text/csv", true), Some(Json));
+        assert_eq!(accept("application/json;q=0.2, text/csv", true), Some(Csv));
+        assert_eq!(accept("*/*", true), Some(Json));
+        assert_eq!(accept("text/csv;q=0", true), None);
         assert_eq!(
-            accept("text/csv;q=0.5, application/json"),
-            Representation::Json
+            accept("text/html, text/*;q=0.8, */*;q=0.1", true),
+            Some(Csv)
         );
-        assert_eq!(accept("application/json, text/csv"), Representation::Json);
+        // The most specific range decides.
+        assert_eq!(accept("text/csv;q=0, text/*", true), None);
+        assert_eq!(accept("text/csv;q=0, text/*, */*;q=0.5", true), Some(Json));
         assert_eq!(
-            accept("application/json;q=0.2, text/csv"),
-            Representation::Csv
+            accept("text/csv;q=0.1, text/*;q=0.9, application/json;q=0.5", true),
+            Some(Json)
         );
-        assert_eq!(accept("*/*"), Representation::Json);
-        assert_eq!(accept("text/csv;q=0"), Representation::Json);
         assert_eq!(
-            accept("text/html, text/*;q=0.8, */*;q=0.1"),
-            Representation::Csv
+            accept("application/json;q=0.1, */*, text/csv;q=0.5", true),
+            Some(Csv)
         );
+        // Not a list: JSON whenever it is acceptable, else a 406.
+        assert_eq!(accept("text/csv, */*", false), Some(Json));
+        assert_eq!(accept("text/*, */*;q=0.5", false), Some(Json));
+        assert_eq!(accept("text/csv", false), None);
+        assert_eq!(accept("", false), Some(Json));
     }
 
     #[test]
@@ -391,6 +463,21 @@ mod tests {
     }
 
     #[test]
+    fn a_day_without_levels_is_one_row_with_its_own_fields() {
+        let answer = br#"{"items":[{"date":"2026-11-01","network":"perpnet","canonicalAsset":"BTC","levels":[]},
+            {"date":"2026-11-02","network":"perpnet","canonicalAsset":"BTC","levels":[{"side":"long","bucketPrice":"1000"},{"side":"short","bucketPrice":"2000"}]}],"nextCursor":null}"#;
+        let csv = String::from_utf8(render(List::Liquidity, answer).unwrap().to_vec()).unwrap();
+        let lines: Vec<&str> = csv.split("\r\n").filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 4, "{csv}");
+        let h = headers(List::Liquidity);
+        let side = h.iter().position(|c| *c == "side").unwrap();
+        let first: Vec<&str> = lines[1].split(',').collect();
+        assert_eq!((first[0], first[side]), ("2026-11-01", ""));
+        let second: Vec<&str> = lines[2].split(',').collect();
+        assert_eq!((second[0], second[side]), ("2026-11-02", "long"));
+    }
+
+    #[test]
     fn cells_are_plain_text() {
         assert_eq!(cell(None), "");
         assert_eq!(cell(Some(&Value::Null)), "");
@@ -411,7 +498,7 @@ mod tests {
     fn every_list_has_columns_and_liquidity_rows_carry_their_day() {
         for list in List::ALL {
             let h = headers(list);
-            assert!(h.len() >= 5, "{list:?}: {h:?}");
+            assert!(h.len() >= 3, "{list:?}: {h:?}");
             let unique: std::collections::HashSet<_> = h.iter().collect();
             assert_eq!(unique.len(), h.len(), "{list:?}: duplicate columns {h:?}");
         }

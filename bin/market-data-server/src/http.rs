@@ -204,13 +204,20 @@ fn represent(
     list: Option<List>,
     body: impl FnOnce() -> Bytes,
 ) -> HttpResponse {
-    let csv = match (export::wanted(req), list) {
-        (Representation::Json, _) => None,
-        (Representation::Csv, Some(list)) => Some(list),
-        (Representation::Csv, None) => {
+    let csv = match (export::negotiate(req, list.is_some()), list) {
+        (Some(Representation::Json), _) => None,
+        (Some(Representation::Csv), Some(list)) => Some(list),
+        (Some(Representation::Csv), None) | (None, Some(_)) => {
             return ApiError::new(
                 ProblemKind::NotAcceptable,
-                "This endpoint is served as JSON only; CSV (`Accept: text/csv`) is served by the lists (markets, whale-positions, wallets, position-events, market and wallet history, candles and liquidity-levels). Send `Accept: application/json` (or omit Accept).",
+                "This list is served as JSON or CSV; send `Accept: application/json` or `Accept: text/csv` (or omit Accept).",
+            )
+            .error_response();
+        }
+        (None, None) => {
+            return ApiError::new(
+                ProblemKind::NotAcceptable,
+                "This endpoint is served as JSON only; CSV (`Accept: text/csv`) is served by the lists (networks, markets, whale-positions, wallets, position-events, market and wallet history, candles and liquidity-levels). Send `Accept: application/json` (or omit Accept).",
             )
             .error_response();
         }

@@ -65,11 +65,7 @@ pub async fn request_context(
     // cost hundreds of KB each, and it would hold back events until flushed.
     if is_stream_path(req.path()) {
         req.headers_mut().remove(header::ACCEPT_ENCODING);
-    } else if let Some(v) = req
-        .headers()
-        .get(header::ACCEPT_ENCODING)
-        .and_then(zstd_over_brotli)
-    {
+    } else if let Some(v) = zstd_over_brotli(req.headers().get_all(header::ACCEPT_ENCODING)) {
         req.headers_mut().insert(header::ACCEPT_ENCODING, v);
     }
     // Kept as the header value it is echoed in: no string per request.
@@ -337,9 +333,20 @@ fn require_json_accept(req: &ServiceRequest, stream: bool) -> Result<(), ApiErro
 /// first; zstd makes answers as small (the 30-day liquidity answer: 12.2 %
 /// of its size against brotli's 12.4 %) for less than half the CPU
 /// (docs/performance.md). A quality the client states otherwise is kept.
-fn zstd_over_brotli(value: &HeaderValue) -> Option<HeaderValue> {
-    let text = value.to_str().ok()?;
-    if !(text.contains("zstd") && text.contains("br")) {
+///
+/// Every line of the header counts (they are one list), and the rewrite
+/// replaces them with one.
+fn zstd_over_brotli<'a>(values: impl Iterator<Item = &'a HeaderValue>) -> Option<HeaderValue> {
+    let mut text = String::new();
+    for value in values {
+        let value = value.to_str().ok()?;
+        if !text.is_empty() {
+            text.push_str(", ");
+        }
+        text.push_str(value);
+    }
+    let lower = text.to_ascii_lowercase();
+    if !(lower.contains("zstd") && lower.contains("br")) {
         return None;
     }
     let quality = |item: &str| -> Option<(String, u16)> {
@@ -595,9 +602,13 @@ mod tests {
 
     #[test]
     fn zstd_is_preferred_to_brotli_only_on_a_tie() {
+        // Lines of the header separated by `|`.
         let rewrite = |v: &str| {
-            zstd_over_brotli(&HeaderValue::from_str(v).unwrap())
-                .map(|v| v.to_str().unwrap().to_owned())
+            let lines: Vec<HeaderValue> = v
+                .split('|')
+                .map(|l| HeaderValue::from_str(l).unwrap())
+                .collect();
+            zstd_over_brotli(lines.iter()).map(|v| v.to_str().unwrap().to_owned())
         };
         assert_eq!(
             rewrite("gzip, deflate, br, zstd").as_deref(),
@@ -611,6 +622,15 @@ mod tests {
         assert_eq!(rewrite("br;q=0.2, zstd"), None);
         assert_eq!(rewrite("gzip, br"), None);
         assert_eq!(rewrite("zstd;q=0, br;q=0"), None);
+        // Case-insensitive, and every line of the header is one list.
+        assert_eq!(
+            rewrite("GZIP, BR, ZSTD").as_deref(),
+            Some("GZIP, br;q=0.999, ZSTD")
+        );
+        assert_eq!(
+            rewrite("gzip, br, zstd|deflate").as_deref(),
+            Some("gzip, br;q=0.999, zstd, deflate")
+        );
     }
 
     #[test]

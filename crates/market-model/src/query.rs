@@ -342,3 +342,22 @@ impl Interval {
         }
     }
 }
+
+/// The wire spellings of the enumeration whose OpenAPI schema is named
+/// `schema` (the parameters reference them by name), for messages that
+/// list the allowed values.
+pub fn enum_names(schema: &str) -> Option<&'static [&'static str]> {
+    Some(match schema {
+        "Direction" => Direction::NAMES,
+        "WalletDirection" => WalletDirection::NAMES,
+        "SizeClass" => SizeClass::NAMES,
+        "Strategy" => Strategy::NAMES,
+        "Coverage" => Coverage::NAMES,
+        "WalletSort" => WalletSort::NAMES,
+        "MarketSort" => MarketSort::NAMES,
+        "Interval" => Interval::NAMES,
+        "HistoryInterval" => HistoryInterval::NAMES,
+        "EventKind" => EventKind::NAMES,
+        _ => return None,
+    })
+}

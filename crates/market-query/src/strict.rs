@@ -80,14 +80,24 @@ fn missing_reason<T: IntoParams>(name: &str) -> String {
     let Some(p) = params.iter().find(|p| p.name == name) else {
         return "is required".to_owned();
     };
-    if let Some(RefOr::T(Schema::Object(o))) = &p.schema {
-        if let Some(values) = &o.enum_values {
-            let values: Vec<String> = values
-                .iter()
-                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-                .collect();
-            return format!("is required; use one of {}", values.join(", "));
+    match &p.schema {
+        Some(RefOr::T(Schema::Object(o))) => {
+            if let Some(values) = &o.enum_values {
+                let values: Vec<String> = values
+                    .iter()
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                    .collect();
+                return format!("is required; use one of {}", values.join(", "));
+            }
         }
+        // An enumeration is a named component the parameter refers to.
+        Some(RefOr::Ref(r)) => {
+            let name = r.ref_location.rsplit('/').next().unwrap_or_default();
+            if let Some(values) = market_model::query::enum_names(name) {
+                return format!("is required; use one of {}", values.join(", "));
+            }
+        }
+        _ => {}
     }
     match p.description.as_deref() {
         Some(d) => format!("is required ({})", d.trim_end_matches('.')),

@@ -6,7 +6,10 @@ use market_model::{NetworkCoverage, NetworkItem, NetworkList, NETWORK_ID};
 use market_snapshot::Snapshot;
 
 use crate::error::{ApiError, Problem};
-use crate::http::{request_identity, snapshot_bytes, versioned, ApiPath, StrictQuery};
+use crate::export::List;
+use crate::http::{
+    request_identity, snapshot_bytes, versioned, versioned_list, ApiPath, StrictQuery,
+};
 use crate::state::AppState;
 
 type Data = web::Data<AppState>;
@@ -31,19 +34,25 @@ pub async fn list_networks(
     state: Data,
 ) -> Result<HttpResponse, ApiError> {
     let snapshot = state.snapshot();
-    Ok(versioned(&req, &snapshot, request_identity(&req), || {
-        let list = NetworkList {
-            items: vec![NetworkItem {
-                network: NETWORK_ID.to_owned(),
-                display_name: "Perpnet (Hyperliquid-style perpetuals)".to_owned(),
-                scan_asset_count: snapshot.asset_count() as u32,
-            }],
-            next_cursor: None,
-        };
-        serde_json::to_vec(&list)
-            .expect("responses serialize")
-            .into()
-    }))
+    Ok(versioned_list(
+        &req,
+        &snapshot,
+        request_identity(&req),
+        List::Networks,
+        || {
+            let list = NetworkList {
+                items: vec![NetworkItem {
+                    network: NETWORK_ID.to_owned(),
+                    display_name: "Perpnet (Hyperliquid-style perpetuals)".to_owned(),
+                    scan_asset_count: snapshot.asset_count() as u32,
+                }],
+                next_cursor: None,
+            };
+            serde_json::to_vec(&list)
+                .expect("responses serialize")
+                .into()
+        },
+    ))
 }
 
 /// Get the coverage report.
