@@ -362,6 +362,9 @@ async fn stream_problems_say_what_to_change(backend: Backend) {
     // From there on it resumes (once the earlier stream's slot is freed).
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(open_once_free(&app, &format!("?since={pruned}")).await, 200);
+    // `since=0` asks for every stored event: it starts at the oldest kept.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(open_once_free(&app, "?since=0").await, 200);
 }
 
 crate::on_both_backends!(

@@ -632,7 +632,8 @@ pub struct EventStreamQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", param(example = "1000000"))]
     pub min_value: Option<Amount>,
-    /// Replay the stored events after this event id first (`0`: every stored event), as
+    /// Replay the stored events after this event id first (`0`: every stored event, from the
+    /// oldest one retention kept; another id older than that is a 410), as
     /// `Last-Event-ID` does; the header wins when both are given. Without either, the stream
     /// starts with the events published after it connects.
     #[serde(default, skip_serializing_if = "Option::is_none")]

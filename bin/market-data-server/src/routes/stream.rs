@@ -95,9 +95,12 @@ pub async fn stream_position_events(
             market_query::resolve_asset(&snapshot, a).map(|i| snapshot.market(i).symbol.clone())
         })
         .transpose()?;
-    let resume = match req.headers().get("last-event-id") {
-        Some(v) => Some(last_event_id(v)?),
-        None => q.since,
+    // `since=0` asks for every stored event, whatever retention removed:
+    // it starts at the oldest one kept. A resume from an id of its own is
+    // told (410) when events after it are gone.
+    let (resume, everything) = match req.headers().get("last-event-id") {
+        Some(v) => (Some(last_event_id(v)?), false),
+        None => (q.since, q.since == Some(EventId(0))),
     };
     if req.method() == actix_web::http::Method::HEAD {
         return Ok(stream_response().finish());
@@ -113,6 +116,7 @@ pub async fn stream_position_events(
         })
         .await?;
     let replay_after = match resume {
+        Some(_) if everything => Some(bounds.pruned_through),
         Some(EventId(id)) if id < bounds.pruned_through => {
             return Err(ApiError::new(
                 ProblemKind::Gone,
