@@ -152,13 +152,11 @@ fn quality(req: &HttpRequest, kind: &str, sub: &str) -> (f32, u8) {
                 ("*", "*") => 0,
                 _ => continue,
             };
-            if best.is_none_or(|(b, _)| specificity > b) {
-                best = Some((specificity, q));
-            } else if let Some((b, bq)) = best {
-                if specificity == b {
-                    best = Some((b, bq.max(q)));
-                }
-            }
+            // The most specific range wins; of equally specific ones, the higher q.
+            best = match best {
+                Some((b, bq)) if b > specificity || (b == specificity && bq >= q) => best,
+                _ => Some((specificity, q)),
+            };
         }
     }
     if !any {
