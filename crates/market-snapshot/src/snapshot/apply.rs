@@ -1,0 +1,509 @@
+//! Turning a version into the next one from a writer's changes
+//! ([`Snapshot::apply`], [`Snapshot::apply_rendered`]): only the changed
+//! wallets and their positions are rendered, and merged into copies of
+//! this version's sorted lists ([`patch_sorted`]); everything else is
+//! shared with this version.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use market_model::Wallet;
+
+use market_engine::VersionChanges;
+
+use super::build::{position_items, wallet_positions, without_keys, IntoItem};
+use super::markets::{MarketPositions, MarketsPart, PositionItem};
+use super::wallets::{filter_flags, filtered_lists, sort_orders, WalletItem, Wallets};
+use super::Snapshot;
+use crate::rendered::RenderedPosition;
+
+/// `old` without the entries `gone` marks, with `added` (sorted by `cmp`,
+/// which must order `old` too) merged in. Costs a copy of `old` plus a binary
+/// search per added entry, not a comparison per entry of `old`.
+fn patch_sorted<T: Clone>(
+    old: &[T],
+    gone: impl Fn(&T) -> bool,
+    added: &[T],
+    cmp: impl Fn(&T, &T) -> Ordering,
+) -> Vec<T> {
+    let kept: Vec<T> = old.iter().filter(|x| !gone(x)).cloned().collect();
+    if added.is_empty() {
+        return kept;
+    }
+    let mut at = Vec::with_capacity(added.len());
+    let mut from = 0;
+    for a in added {
+        from += kept[from..].partition_point(|x| cmp(x, a) == Ordering::Less);
+        at.push(from);
+    }
+    let mut out = Vec::with_capacity(kept.len() + added.len());
+    let mut next = added.iter().zip(at).peekable();
+    for (i, x) in kept.into_iter().enumerate() {
+        while let Some((a, _)) = next.next_if(|&(_, p)| p == i) {
+            out.push(a.clone());
+        }
+        out.push(x);
+    }
+    out.extend(next.map(|(a, _)| a.clone()));
+    out
+}
+
+impl Snapshot {
+    /// The next version: this one with `changes` applied. Only the changed
+    /// wallets and their positions are rendered; everything else is shared
+    /// with this version. Positions of wallets not in `changes.wallets`, or
+    /// of markets the new version does not have, are left out.
+    pub fn apply(&self, version: i64, changes: VersionChanges) -> Snapshot {
+        self.apply_items(version, changes)
+    }
+
+    /// [`Snapshot::apply`] with positions read back as text
+    /// (`Store::load_changes_for_serving`): each is moved in as rendered,
+    /// labelled with its wallet's label and tags.
+    pub fn apply_rendered(
+        &self,
+        version: i64,
+        changes: VersionChanges<RenderedPosition>,
+    ) -> Snapshot {
+        self.apply_items(version, changes)
+    }
+
+    fn apply_items<P: IntoItem + Send>(
+        &self,
+        version: i64,
+        changes: VersionChanges<P>,
+    ) -> Snapshot {
+        let VersionChanges {
+            observed_at,
+            markets,
+            current_days,
+            cohorts,
+            coverage,
+            mut wallets,
+            positions,
+            removed,
+        } = changes;
+        let part = MarketsPart::new(markets, current_days, cohorts, &coverage, observed_at);
+
+        // Free the slots of changed and removed wallets, then fill slots
+        // (reusing freed ones) with the new items.
+        let old = &self.wallets;
+        let mut gone = vec![false; old.slots.len()];
+        let mut slots = old.slots.clone();
+        let mut free = old.free.clone();
+        let mut flags = old.flags.clone();
+        let mut by_hash = old.by_hash.clone();
+        for address in wallets
+            .iter()
+            .map(|w| w.address.as_str())
+            .chain(removed.iter().map(String::as_str))
+        {
+            if let Some(slot) = old.find(address) {
+                if !gone[slot as usize] {
+                    gone[slot as usize] = true;
+                    slots[slot as usize] = None;
+                    free.push(slot);
+                    by_hash.remove(slot, address);
+                }
+            }
+        }
+        wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
+        wallets.dedup_by(|a, b| a.address == b.address);
+        let mut added: Vec<u32> = Vec::with_capacity(wallets.len());
+        for w in &wallets {
+            let slot = free.pop().unwrap_or_else(|| {
+                slots.push(None);
+                (slots.len() - 1) as u32
+            });
+            slots[slot as usize] = Some(Arc::new(WalletItem::new(w)));
+            if flags.len() <= slot as usize {
+                flags.resize(slot as usize + 1, 0);
+            }
+            flags[slot as usize] = filter_flags(w);
+            added.push(slot);
+        }
+        for (&slot, w) in added.iter().zip(&wallets) {
+            by_hash.insert(&slots, slot, &w.address);
+        }
+        let mut index = Wallets {
+            slots,
+            free,
+            by_address: Vec::new(),
+            by_hash,
+            orders: HashMap::new(),
+            flags,
+        };
+        let is_gone = |&s: &u32| gone.get(s as usize).copied().unwrap_or(false);
+        index.by_address = patch_sorted(&old.by_address, is_gone, &added, |&a, &b| {
+            index.item(a).cmp_address(index.item(b))
+        });
+
+        let (positions, orders) = std::thread::scope(|s| {
+            let index = &index;
+            let positions = s.spawn(|| {
+                let wallet_of = |address: &str| -> Option<(u32, &Wallet)> {
+                    wallets
+                        .binary_search_by(|w| w.address.as_str().cmp(address))
+                        .ok()
+                        .map(|i| (added[i], &wallets[i]))
+                };
+                let grouped: Vec<Vec<Arc<PositionItem>>> = position_items(
+                    positions,
+                    &part.by_symbol,
+                    part.markets.len(),
+                    wallet_of,
+                    |a, b| index.item(a).cmp_address(index.item(b)),
+                )
+                .into_iter()
+                .map(without_keys)
+                .collect();
+                // The changed wallets' lists, in market order.
+                let mut lists: HashMap<u32, Vec<Arc<PositionItem>>> = HashMap::new();
+                for p in grouped.iter().flatten() {
+                    lists.entry(p.wallet).or_default().push(p.clone());
+                }
+                let positions = part
+                    .markets
+                    .iter()
+                    .zip(grouped)
+                    .map(|(m, new)| {
+                        let previous = self
+                            .part
+                            .by_symbol
+                            .get(&m.symbol)
+                            .map(|&i| &self.positions[i]);
+                        let empty = MarketPositions::default();
+                        let previous = previous.map_or(&empty, |p| p.as_ref());
+                        let drops = previous.all.iter().any(|p| gone[p.wallet as usize]);
+                        match self.part.by_symbol.get(&m.symbol) {
+                            Some(&i) if !drops && new.is_empty() => self.positions[i].clone(),
+                            _ => Arc::new(MarketPositions::new(patch_sorted(
+                                &previous.all,
+                                |p| gone[p.wallet as usize],
+                                &new,
+                                |a, b| {
+                                    b.value.cmp(&a.value).then_with(|| {
+                                        index.item(a.wallet).cmp_address(index.item(b.wallet))
+                                    })
+                                },
+                            ))),
+                        }
+                    })
+                    .collect::<Vec<_>>();
+                (positions, lists)
+            });
+            // Each order's unfiltered list is patched (a binary search per
+            // added wallet); its filtered lists are derived from it.
+            let mut orders = HashMap::new();
+            for (sort, order) in sort_orders() {
+                let mut sorted = added.clone();
+                sorted.sort_by(|&a, &b| index.cmp_in(a, b, sort, order));
+                let all = patch_sorted(
+                    &old.orders[&(sort, order)][0],
+                    is_gone,
+                    &sorted,
+                    |&a, &b| index.cmp_in(a, b, sort, order),
+                );
+                orders.insert((sort, order), filtered_lists(all, &index.flags));
+            }
+            (positions.join().expect("patching positions"), orders)
+        });
+        let (positions, mut lists) = positions;
+        index.orders = orders;
+        let mut by_wallet = self.by_wallet.clone();
+        by_wallet.resize_with(index.slots.len(), || Arc::from(Vec::new()));
+        for (slot, g) in gone.iter().enumerate() {
+            if *g {
+                by_wallet[slot] = Arc::from(Vec::new());
+            }
+        }
+        for slot in &added {
+            let list = lists.remove(slot).unwrap_or_default();
+            by_wallet[*slot as usize] = wallet_positions(vec![list]).remove(0);
+        }
+        Snapshot {
+            version,
+            observed_at,
+            part,
+            positions,
+            wallets: index,
+            by_wallet,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bigdecimal::BigDecimal;
+    use market_engine::fixtures::{position, sample, wallet};
+    use market_engine::{materialize, DataVersion};
+    use market_model::{Direction, MarketPosition, MarketSort, SortOrder};
+
+    use crate::snapshot::wallets::wallet_filters;
+    use crate::snapshot::{PositionKey, WalletKey, WalletOrder};
+
+    #[test]
+    fn patch_sorted_drops_and_merges() {
+        let old = [1, 3, 5, 7, 9];
+        let got = patch_sorted(&old, |&x| x == 5 || x == 9, &[0, 4, 6, 10], |a, b| a.cmp(b));
+        assert_eq!(got, [0, 1, 3, 4, 6, 7, 10]);
+        assert_eq!(patch_sorted(&old, |_| true, &[2], |a, b| a.cmp(b)), [2]);
+        assert_eq!(
+            patch_sorted(&[], |_: &i32| false, &[2, 3], |a, b| a.cmp(b)),
+            [2, 3]
+        );
+    }
+
+    /// Every page the snapshot can serve, in a form two snapshots can be compared by.
+    fn everything(s: &Snapshot) -> Vec<String> {
+        let mut out = vec![
+            format!("{:?}", s.counts()),
+            String::from_utf8(s.coverage_json().to_vec()).unwrap(),
+        ];
+        for &sort in MarketSort::ALL {
+            for order in [SortOrder::Asc, SortOrder::Desc] {
+                out.push(String::from_utf8(s.market_list_json(sort, order).to_vec()).unwrap());
+            }
+        }
+        for (symbol, day) in s.current_days() {
+            out.push(format!(
+                "{symbol} {}",
+                String::from_utf8(day.to_vec()).unwrap()
+            ));
+        }
+        for m in 0..s.asset_count() {
+            out.push(String::from_utf8(s.cohorts_json(m).to_vec()).unwrap());
+            let min = BigDecimal::from(5000);
+            for (direction, min) in [
+                (None, None),
+                (Some(Direction::Long), None),
+                (Some(Direction::Short), None),
+                (None, Some(&min)),
+            ] {
+                let mut after = None;
+                for pages in 0.. {
+                    assert!(pages <= s.counts().0, "paging does not end");
+                    let page = s.positions_page(m, direction, min, after.as_ref(), 3);
+                    let mut json = Vec::new();
+                    page.page.write_items(&mut json);
+                    out.push(String::from_utf8(json).unwrap());
+                    let Some(last) = page.last.filter(|_| page.page.has_more) else {
+                        break;
+                    };
+                    after = Some(PositionKey {
+                        value: last.value.unwrap().parse().unwrap(),
+                        address: last.address.to_owned(),
+                    });
+                }
+            }
+        }
+        for &slot in &s.wallets.by_address {
+            let view = s.wallet_view(s.wallets.address(slot)).unwrap();
+            let mut json = view.wallet.to_vec();
+            view.positions.write_items(&mut json);
+            out.push(String::from_utf8(json).unwrap());
+        }
+        for (sort, order) in sort_orders() {
+            for (size, direction) in wallet_filters() {
+                let q = WalletOrder {
+                    sort,
+                    order,
+                    size,
+                    direction,
+                };
+                let mut after = None;
+                // Bounded, so that a broken order fails instead of paging forever.
+                for pages in 0.. {
+                    assert!(pages <= s.counts().1, "paging does not end");
+                    let (page, total) = s.wallets_page(q, after.as_ref(), 4);
+                    let mut json = Vec::new();
+                    page.page.write_items(&mut json);
+                    out.push(format!("{total} {}", String::from_utf8(json).unwrap()));
+                    let Some(last) = page.last.filter(|_| page.page.has_more) else {
+                        break;
+                    };
+                    after = Some(WalletKey {
+                        value: last.value.map(|v| v.parse().unwrap()),
+                        address: last.address.to_owned(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// `m` as a server reads it back: each position rendered from its text
+    /// without label and tags, spread over `parts` parts (so a market spans
+    /// parts).
+    fn as_read(m: &DataVersion, parts: usize) -> DataVersion<Vec<RenderedPosition>> {
+        let mut out: Vec<Vec<RenderedPosition>> = (0..parts).map(|_| Vec::new()).collect();
+        for (i, p) in m.positions.iter().enumerate() {
+            out[i % parts].push(read_back(p));
+        }
+        DataVersion {
+            observed_at: m.observed_at,
+            markets: m.markets.clone(),
+            wallets: m.wallets.clone(),
+            positions: out,
+            current_days: m.current_days.clone(),
+            cohorts: m.cohorts.clone(),
+            freshness: m.freshness.clone(),
+        }
+    }
+
+    /// `p` as a server reads it back: rendered from its text, without its
+    /// wallet's label and tags.
+    fn read_back(p: &MarketPosition) -> RenderedPosition {
+        p.with_text(|t| {
+            RenderedPosition::from_text(&market_model::MarketPositionText {
+                label: None,
+                tags: &[],
+                ..*t
+            })
+        })
+    }
+
+    /// What a writer that rewrites whole wallets stores between `a` and `b`.
+    fn changes(a: &DataVersion, b: &DataVersion) -> VersionChanges {
+        let before: HashMap<&str, &Wallet> =
+            a.wallets.iter().map(|w| (w.address.as_str(), w)).collect();
+        let positions_of = |m: &DataVersion, address: &str| -> Vec<MarketPosition> {
+            m.positions
+                .iter()
+                .filter(|p| p.address == address)
+                .cloned()
+                .collect()
+        };
+        let changed: Vec<Wallet> = b
+            .wallets
+            .iter()
+            .filter(|w| {
+                before.get(w.address.as_str()) != Some(w)
+                    || positions_of(a, &w.address) != positions_of(b, &w.address)
+            })
+            .cloned()
+            .collect();
+        let kept: std::collections::HashSet<&str> =
+            b.wallets.iter().map(|w| w.address.as_str()).collect();
+        VersionChanges {
+            observed_at: b.observed_at,
+            markets: b.markets.clone(),
+            current_days: b.current_days.clone(),
+            cohorts: b.cohorts.clone(),
+            coverage: market_engine::coverage::coverage_of(b),
+            positions: changed
+                .iter()
+                .flat_map(|w| positions_of(b, &w.address))
+                .collect(),
+            wallets: changed,
+            removed: a
+                .wallets
+                .iter()
+                .filter(|w| !kept.contains(w.address.as_str()))
+                .map(|w| w.address.clone())
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn applying_changes_serves_what_a_rebuild_serves() {
+        use market_engine::fixtures::quote;
+        // A small deterministic generator: wallets come, go and change, and
+        // their positions open, change value (ties included) and close;
+        // markets appear and disappear.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let symbols = ["BTC", "ETH", "xyz:TSLA", "SOL", "abc:TSLA"];
+        let mut input = sample();
+        let mut served = Snapshot::build(1, materialize("perpnet", input.clone()).unwrap());
+        let mut served_rendered =
+            Snapshot::build(1, materialize("perpnet", input.clone()).unwrap());
+        let mut previous = materialize("perpnet", input.clone()).unwrap();
+        for round in 2..40 {
+            input.observed_at += time::Duration::minutes(1);
+            if round % 7 == 0 {
+                // A market appears or disappears (its positions go with it).
+                let s = symbols[3 + next(2) as usize];
+                if input.quotes.iter().any(|q| q.symbol == s) {
+                    input.quotes.retain(|q| q.symbol != s);
+                    input.positions.retain(|p| p.symbol != s);
+                } else {
+                    input.quotes.push(quote(s, "77"));
+                }
+            }
+            for _ in 0..next(6) {
+                let address = format!("0x{:02}", next(30));
+                let exists = input.wallets.iter().any(|w| w.address == address);
+                match next(3) {
+                    0 if exists => {
+                        input.wallets.retain(|w| w.address != address);
+                        input.positions.retain(|p| p.address != address);
+                    }
+                    _ => {
+                        input.wallets.retain(|w| w.address != address);
+                        input.positions.retain(|p| p.address != address);
+                        let account = ["0", "5000", "150000", "2000000"][next(4) as usize];
+                        let mut w = wallet(&address, account, next(2) == 0);
+                        if next(3) == 0 {
+                            (w.label, w.tags) = (None, Vec::new());
+                        }
+                        input.wallets.push(w);
+                        for symbol in symbols {
+                            if next(2) == 0 && input.quotes.iter().any(|q| q.symbol == symbol) {
+                                let direction = if next(2) == 0 {
+                                    Direction::Long
+                                } else {
+                                    Direction::Short
+                                };
+                                let value = format!("{}.{}", 100 + next(5) * 50, next(3) * 5);
+                                input.positions.push(position(
+                                    &address,
+                                    symbol,
+                                    direction,
+                                    &value,
+                                    Some("90"),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            let now = materialize("perpnet", input.clone()).unwrap();
+            let changed = changes(&previous, &now);
+            let read_back = VersionChanges {
+                positions: changed.positions.iter().map(read_back).collect(),
+                observed_at: changed.observed_at,
+                markets: changed.markets.clone(),
+                current_days: changed.current_days.clone(),
+                cohorts: changed.cohorts.clone(),
+                coverage: changed.coverage.clone(),
+                wallets: changed.wallets.clone(),
+                removed: changed.removed.clone(),
+            };
+            served = served.apply(round, changed);
+            served_rendered = served_rendered.apply_rendered(round, read_back);
+            let rebuilt = Snapshot::build(round, now.clone());
+            assert_eq!(everything(&served), everything(&rebuilt), "round {round}");
+            assert_eq!(
+                everything(&served_rendered),
+                everything(&rebuilt),
+                "round {round}, changes read back as text"
+            );
+            let loaded = Snapshot::build_rendered(round, as_read(&now, 1 + round as usize % 3));
+            assert_eq!(
+                everything(&loaded),
+                everything(&rebuilt),
+                "round {round}, rendered"
+            );
+            previous = now;
+        }
+        assert!(served.counts().1 > 10, "the rounds left wallets to serve");
+    }
+}

@@ -1,0 +1,363 @@
+//! The wallet table of a version: rendered wallet items in stable slots,
+//! the address index (sorted and hashed), and every documented listing
+//! order with its filtered lists, and how those orders are sorted at a
+//! build. Kept apart from the positions: the lists name wallets by slot.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use market_model::{Direction, SizeClass, SortOrder, Wallet, WalletDirection, WalletSort};
+
+use market_engine::SortKey;
+
+use super::pages::{cmp_values, render, WalletOrder};
+
+/// A rendered wallet and its keys.
+#[derive(Debug)]
+pub(super) struct WalletItem {
+    pub(super) json: Box<[u8]>,
+    pub(super) address: Box<str>,
+    /// The address's first 16 bytes, big-endian: comparing two wallets'
+    /// addresses rarely needs more (and then not the string's memory).
+    prefix: u128,
+    /// The value of every sort key, in [`WalletSort::ALL`] order (`None`: null).
+    keys: [Option<SortKey>; 5],
+}
+
+// `WalletItem::keys` holds one entry per sort key.
+const _: () = assert!(WalletSort::ALL.len() == 5);
+
+impl WalletItem {
+    pub(super) fn new(w: &Wallet) -> WalletItem {
+        WalletItem {
+            json: render(w),
+            address: w.address.as_str().into(),
+            prefix: address_prefix(&w.address),
+            keys: std::array::from_fn(|s| {
+                wallet_value(w, WalletSort::ALL[s]).map(|d| SortKey::new(&d.0))
+            }),
+        }
+    }
+
+    pub(super) fn key(&self, sort: WalletSort) -> Option<&SortKey> {
+        self.keys[sort_index(sort)].as_ref()
+    }
+
+    /// Address order, the same as comparing the strings.
+    pub(super) fn cmp_address(&self, other: &WalletItem) -> Ordering {
+        self.prefix
+            .cmp(&other.prefix)
+            .then_with(|| self.address.cmp(&other.address))
+    }
+}
+
+/// The first 16 bytes of `address`, big-endian, zero-padded: ordered like
+/// the strings whenever two prefixes differ.
+fn address_prefix(address: &str) -> u128 {
+    let mut bytes = [0u8; 16];
+    let n = address.len().min(16);
+    bytes[..n].copy_from_slice(&address.as_bytes()[..n]);
+    u128::from_be_bytes(bytes)
+}
+
+/// The wallets of a version: a slot table (slots are stable while a wallet
+/// is served, so lists can name wallets by slot), the address order and
+/// every documented listing order.
+#[derive(Debug, Default)]
+pub(super) struct Wallets {
+    pub(super) slots: Vec<Option<Arc<WalletItem>>>,
+    /// Empty slots, reused by the next wallets added.
+    pub(super) free: Vec<u32>,
+    /// Slots by address.
+    pub(super) by_address: Vec<u32>,
+    /// Slots hashed by address: wallet detail looks one address up per
+    /// request, and a binary search over `by_address` reads a wallet item
+    /// (a likely cache miss) per step.
+    pub(super) by_hash: AddressIndex,
+    /// Slots in every listing order: per (sort, order), one list per filter
+    /// (indexed by [`filter_index`]).
+    pub(super) orders: HashMap<(WalletSort, SortOrder), Vec<Vec<u32>>>,
+    /// Per slot, what the filters test ([`filter_flags`]), kept dense so
+    /// that deriving the filtered lists touches no wallet item.
+    pub(super) flags: Vec<u8>,
+}
+
+/// Wallet slots in a hash table keyed by their address, which the table
+/// does not store: it is read from the slot's item.
+#[derive(Clone, Debug, Default)]
+pub(super) struct AddressIndex {
+    pub(super) table: hashbrown::HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+type Slots = [Option<Arc<WalletItem>>];
+
+fn slot_address(slots: &Slots, slot: u32) -> &str {
+    &slots[slot as usize]
+        .as_deref()
+        .expect("the index names only occupied slots")
+        .address
+}
+
+impl AddressIndex {
+    /// The index of every occupied slot.
+    pub(super) fn new(slots: &Slots) -> AddressIndex {
+        let mut index = AddressIndex::default();
+        index.table.reserve(slots.len(), |_| 0);
+        for (slot, item) in slots.iter().enumerate() {
+            if let Some(item) = item {
+                index.insert(slots, slot as u32, &item.address);
+            }
+        }
+        index
+    }
+
+    fn hash(&self, address: &str) -> u64 {
+        std::hash::BuildHasher::hash_one(&self.hasher, address)
+    }
+
+    fn find(&self, slots: &Slots, address: &str) -> Option<u32> {
+        self.table
+            .find(self.hash(address), |&s| slot_address(slots, s) == address)
+            .copied()
+    }
+
+    /// Adds `slot`, whose item has `address`; `slots` holds every slot
+    /// already in the index (for rehashing when the table grows).
+    pub(super) fn insert(&mut self, slots: &Slots, slot: u32, address: &str) {
+        let hasher = &self.hasher;
+        self.table.insert_unique(
+            std::hash::BuildHasher::hash_one(hasher, address),
+            slot,
+            |&s| std::hash::BuildHasher::hash_one(hasher, slot_address(slots, s)),
+        );
+    }
+
+    /// Drops `slot`, whose item had `address`.
+    pub(super) fn remove(&mut self, slot: u32, address: &str) {
+        if let Ok(entry) = self.table.find_entry(self.hash(address), |&s| s == slot) {
+            entry.remove();
+        }
+    }
+}
+
+impl Wallets {
+    pub(super) fn item(&self, slot: u32) -> &WalletItem {
+        self.slots[slot as usize]
+            .as_deref()
+            .expect("lists name only occupied slots")
+    }
+
+    pub(super) fn address(&self, slot: u32) -> &str {
+        &self.item(slot).address
+    }
+
+    /// The slot of `address`.
+    pub(super) fn find(&self, address: &str) -> Option<u32> {
+        self.by_hash.find(&self.slots, address)
+    }
+
+    pub(super) fn cmp_in(&self, a: u32, b: u32, sort: WalletSort, order: SortOrder) -> Ordering {
+        let (x, y) = (self.item(a), self.item(b));
+        cmp_values(x.key(sort), y.key(sort), order).then_with(|| x.cmp_address(y))
+    }
+
+    /// The list of `q`.
+    pub(super) fn list(&self, q: &WalletOrder) -> &[u32] {
+        &self.orders[&(q.sort, q.order)][filter_index(q.size, q.direction)]
+    }
+}
+
+/// The filters of a wallet listing, in list order: no filter, then each
+/// size class; within each, no direction, long, then short.
+const FILTERS: usize = 12;
+
+fn filter_index(size: Option<SizeClass>, direction: Option<Direction>) -> usize {
+    let size = match size {
+        None => 0,
+        Some(SizeClass::Shrimp) => 1,
+        Some(SizeClass::Shark) => 2,
+        Some(SizeClass::Whale) => 3,
+    };
+    let direction = match direction {
+        None => 0,
+        Some(Direction::Long) => 1,
+        Some(Direction::Short) => 2,
+    };
+    size * 3 + direction
+}
+
+/// What the filters test of a wallet: its size class (1–3) and its net
+/// direction (1 long, 2 short, 0 neither), packed in a byte.
+pub(super) fn filter_flags(w: &Wallet) -> u8 {
+    let size = filter_index(Some(w.size_class), None) / 3;
+    let direction = match w.direction {
+        WalletDirection::Long => 1,
+        WalletDirection::Short => 2,
+        _ => 0,
+    };
+    (size as u8) | (direction << 2)
+}
+
+/// The lists of every filter, from the unfiltered list, in one pass.
+pub(super) fn filtered_lists(all: Vec<u32>, flags: &[u8]) -> Vec<Vec<u32>> {
+    let mut lists: Vec<Vec<u32>> = (0..FILTERS).map(|_| Vec::new()).collect();
+    for &s in &all {
+        let f = flags[s as usize];
+        let (size, direction) = (usize::from(f & 3), usize::from(f >> 2));
+        lists[size * 3].push(s);
+        if direction != 0 {
+            lists[direction].push(s);
+            lists[size * 3 + direction].push(s);
+        }
+    }
+    lists[0] = all;
+    for l in &mut lists {
+        l.shrink_to_fit();
+    }
+    lists
+}
+
+pub(super) fn sort_orders() -> impl Iterator<Item = (WalletSort, SortOrder)> {
+    WalletSort::ALL
+        .iter()
+        .flat_map(|&sort| [SortOrder::Asc, SortOrder::Desc].map(|order| (sort, order)))
+}
+
+#[cfg(test)]
+pub(super) fn wallet_filters() -> impl Iterator<Item = (Option<SizeClass>, Option<Direction>)> {
+    [
+        None,
+        Some(SizeClass::Shrimp),
+        Some(SizeClass::Shark),
+        Some(SizeClass::Whale),
+    ]
+    .into_iter()
+    .flat_map(|size| [None, Some(Direction::Long), Some(Direction::Short)].map(|d| (size, d)))
+}
+
+/// The value a wallet is sorted by under `sort`.
+pub fn wallet_value(w: &Wallet, sort: WalletSort) -> Option<&market_model::Decimal> {
+    match sort {
+        WalletSort::AccountTotalValue => Some(&w.account_total_value),
+        WalletSort::TotalPositionValue => Some(&w.total_position_value),
+        WalletSort::NetPnl => w.net_pnl.as_ref(),
+        WalletSort::Roi => w.roi.as_ref(),
+        WalletSort::WinRate => w.win_rate.as_ref(),
+    }
+}
+
+fn sort_index(sort: WalletSort) -> usize {
+    WalletSort::ALL
+        .iter()
+        .position(|&s| s == sort)
+        .expect("every sort is listed")
+}
+
+/// `slots` in `sort`'s ascending and descending orders, when slot order is
+/// address order (a build): sorted once, ascending, on keys copied out of the
+/// items; the descending order is derived from it (nulls stay last, and equal
+/// values keep address order in both).
+pub(super) fn sorted_by_value(wallets: &Wallets, sort: WalletSort) -> (Vec<u32>, Vec<u32>) {
+    let mut nulls = Vec::new();
+    let mut keyed: Vec<(&SortKey, u32)> = Vec::with_capacity(wallets.by_address.len());
+    for &s in &wallets.by_address {
+        match wallets.item(s).key(sort) {
+            Some(k) => keyed.push((k, s)),
+            None => nulls.push(s),
+        }
+    }
+    // Values that share a scale once widened to i128 sort as integers, several
+    // times faster than decimal comparisons; anything else as decimals.
+    let ascending: Vec<(u32, bool)> = match widened(&keyed) {
+        Some(mut ints) => {
+            ints.sort_unstable();
+            with_ties(&ints)
+        }
+        None => {
+            keyed.sort_unstable_by(|a, b| a.0.cmp(b.0).then_with(|| a.1.cmp(&b.1)));
+            with_ties(&keyed)
+        }
+    };
+    // Runs of equal values, from the largest, each in address order.
+    let mut desc: Vec<u32> = Vec::with_capacity(wallets.by_address.len());
+    let mut end = ascending.len();
+    while end > 0 {
+        let mut start = end - 1;
+        while ascending[start].1 {
+            start -= 1;
+        }
+        desc.extend(ascending[start..end].iter().map(|a| a.0));
+        end = start;
+    }
+    desc.extend(&nulls);
+    let mut asc: Vec<u32> = ascending.into_iter().map(|a| a.0).collect();
+    asc.extend(nulls);
+    (asc, desc)
+}
+
+/// Sorted (key, slot) pairs as (slot, whether its key equals the previous one's).
+fn with_ties<K: PartialEq>(sorted: &[(K, u32)]) -> Vec<(u32, bool)> {
+    sorted
+        .iter()
+        .enumerate()
+        .map(|(i, (k, slot))| (*slot, i > 0 && sorted[i - 1].0 == *k))
+        .collect()
+}
+
+/// The keys as integers at their largest scale, when every one is inline and
+/// the widening fits (at most 19 digits: |mantissa| < 2^63, 10^19 × 2^63 <
+/// 2^127).
+fn widened(keyed: &[(&SortKey, u32)]) -> Option<Vec<(i128, u32)>> {
+    let inline: Vec<(i64, i16, u32)> = keyed
+        .iter()
+        .map(|(k, slot)| match k {
+            SortKey::Small { mantissa, scale } => Some((*mantissa, *scale, *slot)),
+            SortKey::Big(_) => None,
+        })
+        .collect::<Option<_>>()?;
+    let low = inline.iter().map(|k| k.1).min().unwrap_or(0);
+    let high = inline.iter().map(|k| k.1).max().unwrap_or(0);
+    if i32::from(high) - i32::from(low) > 19 {
+        return None;
+    }
+    Some(
+        inline
+            .into_iter()
+            .map(|(mantissa, scale, slot)| {
+                let pow = 10i128.pow(u32::from(high.abs_diff(scale)));
+                (i128::from(mantissa) * pow, slot)
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_prefixes_order_like_the_strings() {
+        let addresses = [
+            "",
+            "0x",
+            "0xab",
+            "0xabcdef0123456789abcdef",
+            "0xabcdef0123456789abcdee",
+            "0xabcdef0123456",
+            "0xabcdef01234567",
+            "0xabcdef01234568",
+            "0x0000000000000000000000000000000000000001",
+            "0x0000000000000000000000000000000000000000",
+        ];
+        for a in addresses {
+            for b in addresses {
+                let by_prefix = address_prefix(a)
+                    .cmp(&address_prefix(b))
+                    .then_with(|| a.cmp(b));
+                assert_eq!(by_prefix, a.cmp(b), "{a} vs {b}");
+            }
+        }
+    }
+}
