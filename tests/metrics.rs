@@ -14,7 +14,7 @@ async fn scrape_endpoint(app: &TestApp) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/metrics", listener.local_addr().unwrap());
     let state = app.state.clone();
-    metrics::spawn_endpoint(listener, Arc::new(move || state.metrics.render(&state))).unwrap();
+    metrics::spawn_endpoint(listener, Arc::new(move || state.render_metrics())).unwrap();
     url
 }
 

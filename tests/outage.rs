@@ -244,7 +244,7 @@ async fn serving_through_a_database_outage() {
         .all(|a| a.status == 200));
 
     // The metrics tell the story.
-    let text = app.state.metrics.render(&app.state);
+    let text = app.state.render_metrics();
     assert_eq!(metric(&text, "market_data_database_up", &[]), 1.0);
     assert_eq!(
         metric(&text, "market_data_database_outages_total", &[]),
@@ -345,7 +345,7 @@ async fn a_burst_of_uncached_pages_past_the_render_slots_gets_fast_503s(backend:
         busy > 0 && rendered > 0,
         "{busy} refused, {rendered} rendered"
     );
-    let text = app.state.metrics.render(&app.state);
+    let text = app.state.render_metrics();
     assert_eq!(
         metric(
             &text,

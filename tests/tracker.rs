@@ -297,7 +297,7 @@ async fn track_discovers_serves_survives_kill_and_reconnects() {
         },
     )
     .await;
-    let (applied, _) = app.state.reloads();
+    let (applied, _) = app.state.sample().reloads;
     assert!(applied >= 3, "publishes applied as changes: {applied}");
     let fresh = start_app(
         Backend::Sqlite,
@@ -309,7 +309,7 @@ async fn track_discovers_serves_survives_kill_and_reconnects() {
     )
     .await;
     assert_eq!(fresh.state.snapshot().version, last);
-    assert_eq!(fresh.state.reloads(), (0, 1));
+    assert_eq!(fresh.state.sample().reloads, (0, 1));
     let mut paths = vec![
         format!("{NET}/markets"),
         format!("{NET}/coverage"),

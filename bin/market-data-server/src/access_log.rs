@@ -25,7 +25,8 @@ use actix_web::http::{header::HeaderValue, Method, Version};
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::middleware::{has_key_like_query, REQUEST_ID};
+use crate::request_id::REQUEST_ID;
+use crate::tokens::has_key_like_query;
 
 /// Lines the queue holds before new ones are dropped.
 pub const QUEUE: usize = 65_536;

@@ -1,4 +1,5 @@
-//! Routing and the HTTP server.
+//! The HTTP server: the application (the route table under each prefix,
+//! the explorer, Swagger UI) and running it until it is told to stop.
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,85 +14,11 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::access_log::AccessLog;
 use crate::error::ApiError;
 use crate::explore;
-use crate::middleware::{guard_api, not_found, request_context};
-use crate::openapi::{self, PREFIXES};
-use crate::routes::{Endpoint, Mount, ENDPOINTS};
+use crate::middleware::{guard_api, request_context};
+use crate::openapi;
+use crate::routes::table::{mount, not_found};
+use crate::routes::{ApiPrefix, Mount, ENDPOINTS, PREFIXES};
 use crate::state::AppState;
-
-/// The route pattern of a resource under the API prefix, kept as resource
-/// data so usage counting reads a static label instead of rebuilding the
-/// pattern per request.
-#[derive(Clone, Copy, Debug)]
-pub struct RoutePattern(pub &'static str);
-
-/// The API prefix a scope serves (`/v1` or its alias), as scope data.
-#[derive(Clone, Copy, Debug)]
-pub struct ApiPrefix(pub &'static str);
-
-/// A scope of the route tree: the resources directly under it, then its
-/// nested scopes, in table order.
-#[derive(Default)]
-struct Node {
-    resources: Vec<(&'static str, &'static Endpoint)>,
-    scopes: Vec<(&'static str, Node)>,
-}
-
-impl Node {
-    /// Files `endpoint` under the scopes its pattern nests in.
-    ///
-    /// Nested scopes keep routing cheap: actix-web matches every pattern with
-    /// a dynamic segment by a regex, one resource after another, so a flat
-    /// list ran up to seven regexes per request. A pattern is cut after each
-    /// dynamic segment (`/networks/{network}` + `/markets/{asset}` +
-    /// `/candles`): each cut but the last is a scope, matched once for all
-    /// the resources under it, and the rest are static suffixes.
-    fn insert(&mut self, endpoint: &'static Endpoint) {
-        let pattern = endpoint.pattern.as_str();
-        let mut node = self;
-        let mut start = 0;
-        for (end, _) in pattern.match_indices('}') {
-            let scope = &pattern[start..=end];
-            start = end + 1;
-            assert!(
-                pattern[start..].is_empty() || pattern[start..].starts_with('/'),
-                "{pattern}: a dynamic segment ends its path segment"
-            );
-            let at = match node.scopes.iter().position(|(path, _)| *path == scope) {
-                Some(at) => at,
-                None => {
-                    node.scopes.push((scope, Node::default()));
-                    node.scopes.len() - 1
-                }
-            };
-            node = &mut node.scopes[at].1;
-        }
-        node.resources.push((&pattern[start..], endpoint));
-    }
-
-    fn mount(self, cfg: &mut web::ServiceConfig) {
-        for (path, endpoint) in self.resources {
-            cfg.service(
-                endpoint
-                    .resource(path)
-                    .app_data(RoutePattern(&endpoint.pattern)),
-            );
-        }
-        for (path, node) in self.scopes {
-            cfg.service(web::scope(path).configure(|cfg| node.mount(cfg)));
-        }
-    }
-}
-
-/// Mounts the table's endpoints served at `mount`.
-fn mount(mount: Mount) -> impl FnOnce(&mut web::ServiceConfig) {
-    move |cfg| {
-        let mut root = Node::default();
-        for endpoint in ENDPOINTS.iter().filter(|e| e.mount == mount) {
-            root.insert(endpoint);
-        }
-        root.mount(cfg);
-    }
-}
 
 fn path_error(err: actix_web::error::PathError, _req: &actix_web::HttpRequest) -> actix_web::Error {
     ApiError::path(&err).into()
@@ -104,7 +31,7 @@ pub fn configure(state: Arc<AppState>) -> impl FnOnce(&mut web::ServiceConfig) +
     move |cfg: &mut web::ServiceConfig| {
         cfg.app_data(web::Data::from(state))
             .app_data(web::PathConfig::default().error_handler(path_error))
-            .configure(mount(Mount::Root));
+            .configure(mount(&ENDPOINTS, Mount::Root));
         // The API before Swagger UI, whose `{_:.*}` pattern is a regex every
         // request would otherwise try first.
         for prefix in PREFIXES {
@@ -112,7 +39,7 @@ pub fn configure(state: Arc<AppState>) -> impl FnOnce(&mut web::ServiceConfig) +
                 web::scope(prefix)
                     .app_data(ApiPrefix(prefix))
                     .wrap(from_fn(guard_api))
-                    .configure(mount(Mount::Api))
+                    .configure(mount(&ENDPOINTS, Mount::Api))
                     .default_service(web::to(not_found)),
             );
         }
@@ -284,36 +211,4 @@ async fn signalled() -> &'static str {
         return std::future::pending().await;
     }
     "Ctrl-C"
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// (resource paths, (scope path, subtree)...) of a node.
-    fn shape(node: &Node) -> String {
-        let mut out: Vec<String> = node
-            .resources
-            .iter()
-            .map(|(path, _)| format!("{path:?}"))
-            .collect();
-        out.extend(
-            node.scopes
-                .iter()
-                .map(|(path, child)| format!("{path} [{}]", shape(child))),
-        );
-        out.join(", ")
-    }
-
-    #[test]
-    fn patterns_nest_after_each_dynamic_segment() {
-        let mut root = Node::default();
-        for endpoint in ENDPOINTS.iter().filter(|e| e.mount == Mount::Api) {
-            root.insert(endpoint);
-        }
-        assert_eq!(
-            shape(&root),
-            "\"/networks\", /networks/{network} [\"/markets\", \"/wallets\", \"/liquidity-levels\", \"/coverage\", \"/position-events\", \"/position-events/stream\", /markets/{asset} [\"\", \"/whale-positions\", \"/candles\", \"/cohorts\", \"/history\"], /wallets/{address} [\"\", \"/history\"]]"
-        );
-    }
 }

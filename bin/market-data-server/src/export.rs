@@ -18,6 +18,7 @@ use actix_web::http::header;
 use actix_web::HttpRequest;
 use bytes::Bytes;
 use serde_json::Value;
+use utoipa::OpenApi;
 
 /// The media type of a CSV answer.
 pub const TEXT_CSV: &str = "text/csv; charset=utf-8; header=present";
@@ -205,9 +206,27 @@ struct Column {
     parent: bool,
 }
 
+/// The row schemas of the lists (with the schemas they reference): the
+/// same components the OpenAPI document holds, collected from the model
+/// here so that rendering a CSV needs no document.
+#[derive(OpenApi)]
+#[openapi(components(schemas(
+    market_model::NetworkItem,
+    market_model::Market,
+    market_model::MarketPosition,
+    market_model::Wallet,
+    market_model::PositionEvent,
+    market_model::MarketHistoryPoint,
+    market_model::WalletHistoryPoint,
+    market_model::Candle,
+    market_model::LiquidityDay,
+    market_model::Level,
+)))]
+pub struct RowSchemas;
+
 /// Every list's columns, from the OpenAPI document's schemas.
 static COLUMNS: LazyLock<HashMap<List, Vec<Column>>> = LazyLock::new(|| {
-    let doc = serde_json::to_value(crate::openapi::operations()).expect("the operations serialize");
+    let doc = serde_json::to_value(RowSchemas::openapi()).expect("the schemas serialize");
     let schemas = &doc["components"]["schemas"];
     List::ALL
         .into_iter()

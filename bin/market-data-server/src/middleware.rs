@@ -1,42 +1,25 @@
-//! Request ids, problem rendering and API-key authentication.
+//! The middleware: the request context around every answer (its id, the
+//! problem body of an error, the metrics and the access-log line), and the
+//! API guard (`Accept`, the key, rate limits and usage).
 
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::ConnectionType;
 use actix_web::middleware::Next;
-use actix_web::{web, Error, HttpMessage, HttpResponse, ResponseError};
+use actix_web::{web, Error, HttpMessage};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rand::Rng;
-
 use crate::access_log::AccessLog;
-use crate::app::{ApiPrefix, RoutePattern};
 use crate::error::{problem_response, ApiError, ProblemKind, PROBLEM_JSON};
 use crate::ratelimit::{self, Verdict};
+use crate::request_id::{self, REQUEST_ID};
+use crate::routes::{ApiPrefix, RoutePattern};
 use crate::state::stream::is_stream_path;
 use crate::state::{AppState, Lane, UsageEndpoint};
-use crate::tokens::{self, TokenId};
-
-/// Header carrying the request id, in both directions.
-pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-/// Header carrying the API key.
-pub const API_KEY_HEADER: &str = "X-API-Key";
-
-fn valid_request_id(v: &str) -> bool {
-    (1..=128).contains(&v.len())
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-fn new_request_id() -> HeaderValue {
-    let mut hex = [0u8; 16];
-    hex::encode_to_slice(rand::rng().random::<u64>().to_be_bytes(), &mut hex)
-        .expect("16 hex digits for 8 bytes");
-    HeaderValue::from_bytes(&hex).expect("hex digits are a valid header value")
-}
+use crate::tokens::{self, has_key_like_query, TokenId, API_KEY_HEADER};
 
 fn kind_for_status(status: u16) -> ProblemKind {
     match status {
@@ -69,12 +52,7 @@ pub async fn request_context(
         req.headers_mut().insert(header::ACCEPT_ENCODING, v);
     }
     // Kept as the header value it is echoed in: no string per request.
-    let request_id = req
-        .headers()
-        .get(&REQUEST_ID)
-        .filter(|v| v.to_str().is_ok_and(valid_request_id))
-        .cloned()
-        .unwrap_or_else(new_request_id);
+    let request_id = request_id::of(req.headers());
     let rid = || {
         request_id
             .to_str()
@@ -561,39 +539,6 @@ async fn verify_key(
         ));
     }
     Ok((TokenId(record.id), record.rate_limit_per_minute, now))
-}
-
-/// Whether a query string names a parameter that looks like an API key.
-pub(crate) fn has_key_like_query(query: &str) -> bool {
-    form_urlencoded::parse(query.as_bytes()).any(|(k, _)| {
-        let k = k.to_ascii_lowercase().replace(['-', '_'], "");
-        matches!(
-            k.as_str(),
-            "apikey" | "key" | "token" | "accesstoken" | "xapikey"
-        )
-    })
-}
-
-/// 405 for a known path with another method.
-pub async fn method_not_allowed(req: actix_web::HttpRequest) -> HttpResponse {
-    let mut e = ApiError::new(
-        ProblemKind::MethodNotAllowed,
-        format!(
-            "{} is not allowed on this path; this API is read-only: use GET.",
-            req.method()
-        ),
-    );
-    e.allow = Some("GET, HEAD");
-    e.error_response()
-}
-
-/// 404 for unknown paths.
-pub async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
-    ApiError::not_found(format!(
-        "No endpoint at `{}`; see /api-docs/openapi.json or /swagger-ui/ for the available paths.",
-        market_model::params::printable(req.path())
-    ))
-    .error_response()
 }
 
 #[cfg(test)]

@@ -13,10 +13,8 @@ use market_model::params;
 
 use crate::error::{ApiError, InvalidParam, Problem, ProblemKind, PROBLEM_JSON};
 use crate::export;
-use crate::routes::{Mount, ENDPOINTS};
+use crate::routes::{Mount, ENDPOINTS, PREFIXES};
 
-/// Both path prefixes serve identical answers.
-pub const PREFIXES: [&str; 2] = ["/v1", "/api/developer/v1"];
 /// The alias prefix's server: `PREFIXES[1]` without the `/v1` that every
 /// documented API path starts with.
 const API_ALIAS: &str = "/api/developer";
@@ -295,9 +293,8 @@ fn api_servers() -> Vec<Server> {
 }
 
 /// The route table's operations, API ones under `/v1`, with the schemas
-/// they reference: what the CSV columns are derived from (`export`), before
-/// the document describes the CSV answers.
-pub fn operations() -> OpenApiDoc {
+/// they reference.
+fn operations() -> OpenApiDoc {
     let mut doc = ApiDoc::openapi();
     for endpoint in ENDPOINTS.iter() {
         doc = match endpoint.mount {
@@ -334,4 +331,22 @@ pub fn document_json() -> String {
         .expect("the document serializes");
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CSV columns come from `export`'s own collection of the row
+    /// schemas: it must hold the document's schemas, unchanged.
+    #[test]
+    fn csv_rows_are_the_documents_schemas() {
+        let doc = serde_json::to_value(document()).unwrap();
+        let rows = serde_json::to_value(export::RowSchemas::openapi()).unwrap();
+        let rows = rows["components"]["schemas"].as_object().unwrap();
+        assert!(rows.len() >= 10, "{rows:?}");
+        for (name, schema) in rows {
+            assert_eq!(&doc["components"]["schemas"][name], schema, "{name}");
+        }
+    }
 }

@@ -1,4 +1,6 @@
-//! API token format: a fixed prefix plus 256 bits from the OS CSPRNG.
+//! API tokens: their format (a fixed prefix plus 256 bits from the OS
+//! CSPRNG), and where a request carries one (the `X-API-Key` header, never
+//! the query).
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -10,6 +12,9 @@ use sha2::{Digest, Sha256};
 /// it for handlers that need it (the event stream bounds its streams per key).
 #[derive(Clone, Copy, Debug)]
 pub struct TokenId(pub i64);
+
+/// Header carrying the API key.
+pub const API_KEY_HEADER: &str = "X-API-Key";
 
 /// Every token starts with this prefix.
 pub const TOKEN_PREFIX: &str = "mds_";
@@ -52,6 +57,17 @@ pub fn well_formed(token: &str) -> bool {
             && secret
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
+
+/// Whether a query string names a parameter that looks like an API key.
+pub fn has_key_like_query(query: &str) -> bool {
+    form_urlencoded::parse(query.as_bytes()).any(|(k, _)| {
+        let k = k.to_ascii_lowercase().replace(['-', '_'], "");
+        matches!(
+            k.as_str(),
+            "apikey" | "key" | "token" | "accesstoken" | "xapikey"
+        )
     })
 }
 

@@ -3,15 +3,12 @@
 //! Each handler parses (its path and query types), calls the query layer
 //! (`market_query`) and renders. Its `#[utoipa::path]` attribute is its one
 //! declaration: path pattern, query type, responses and examples. The table
-//! at the bottom names each handler once; routing (`app::mount`), usage
-//! labels and the OpenAPI document (`openapi::document`) are all built from it.
+//! at the bottom ([`ENDPOINTS`]) names each handler once; routing
+//! (`table::mount`), usage labels and the OpenAPI document
+//! (`openapi::document`) are all built from it. What a row is, the prefixes
+//! and the fallbacks are in `table`.
 
 use std::sync::LazyLock;
-
-use actix_web::{web, FromRequest, Handler, Resource, Responder};
-use utoipa::openapi::OpenApi as OpenApiDoc;
-
-use crate::middleware::method_not_allowed;
 
 /// A 200 example for a handler's `#[utoipa::path]`, captured from the demo
 /// dataset into `openapi/examples/`.
@@ -31,70 +28,13 @@ pub mod liquidity;
 pub mod markets;
 pub mod networks;
 pub mod stream;
+pub mod table;
 pub mod wallets;
 
 pub use health::Health;
+pub use table::{ApiPrefix, Endpoint, Mount, RoutePattern, PREFIXES};
 
-/// Where an endpoint is served.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mount {
-    /// Under each API prefix (`openapi::PREFIXES`), behind the API key.
-    Api,
-    /// At the root, without a key (health checks).
-    Root,
-}
-
-/// One row of the route table.
-pub struct Endpoint {
-    /// Where it is served.
-    pub mount: Mount,
-    /// Its route pattern (under the prefix for [`Mount::Api`]), as written in
-    /// the handler's `#[utoipa::path]`.
-    pub pattern: String,
-    /// Its OpenAPI operation under `pattern`, with the schemas it references.
-    pub doc: OpenApiDoc,
-    resource: fn(&str) -> Resource,
-}
-
-impl Endpoint {
-    fn new(mount: Mount, doc: OpenApiDoc, resource: fn(&str) -> Resource) -> Self {
-        let mut paths = doc.paths.paths.iter();
-        let (pattern, item) = paths.next().expect("a handler declares one path");
-        assert!(paths.next().is_none(), "a handler declares one path");
-        // The API is read-only: every endpoint is GET (HEAD follows it).
-        assert!(
-            item.get.is_some()
-                && [&item.put, &item.post, &item.delete, &item.patch, &item.head]
-                    .iter()
-                    .all(|op| op.is_none()),
-            "{pattern}: endpoints are GET only"
-        );
-        Self {
-            mount,
-            pattern: pattern.clone(),
-            doc,
-            resource,
-        }
-    }
-
-    /// The actix resource at `path` (the part of the pattern under its scope).
-    pub fn resource(&self, path: &str) -> Resource {
-        (self.resource)(path)
-    }
-}
-
-/// A GET resource that answers HEAD too, and 405 to any other method.
-fn get_resource<F, Args>(path: &str, handler: F) -> Resource
-where
-    F: Handler<Args>,
-    Args: FromRequest + 'static,
-    F::Output: Responder + 'static,
-{
-    web::resource(path)
-        .route(web::get().to(handler.clone()))
-        .route(web::head().to(handler))
-        .default_service(web::to(method_not_allowed))
-}
+use table::get_resource;
 
 /// Builds the table from `mount: [module::handler, ...]` lists. Each handler's
 /// OpenAPI operation comes from a one-path `#[derive(OpenApi)]`, so its path

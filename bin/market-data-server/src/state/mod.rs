@@ -13,6 +13,7 @@ use market_store::{Store, StoreError, TokenRecord};
 use time::OffsetDateTime;
 
 use crate::error::ApiError;
+use crate::metrics::{ServerMetrics, ServingSample};
 
 pub mod db;
 mod pages;
@@ -22,7 +23,7 @@ mod tokens;
 mod usage;
 
 pub use db::{DbGuard, DbOptions, Lane};
-pub use pages::{CacheStats, PageCache, PAGE_CACHE_BYTES};
+pub use pages::{PageCache, PAGE_CACHE_BYTES};
 pub use reload::{Served, RELOAD_INTERVAL};
 pub use tokens::{TokenCache, TOKEN_CACHE_TTL};
 pub use usage::{UsageBuffer, UsageEndpoint, USAGE_FLUSH_INTERVAL};
@@ -43,7 +44,7 @@ pub struct AppState {
     /// How long the last new data version took to be ready, in ms.
     last_load_ms: AtomicU64,
     /// The HTTP metrics every answer is recorded in.
-    pub metrics: crate::metrics::ServerMetrics,
+    pub metrics: ServerMetrics,
     /// Request quotas per token and the failed-authentication throttle.
     pub limits: crate::ratelimit::RateLimits,
     /// The request path's way to the database.
@@ -141,7 +142,7 @@ impl AppState {
             reloads: Default::default(),
             stopping: AtomicBool::new(false),
             last_load_ms: AtomicU64::new(0),
-            metrics: crate::metrics::ServerMetrics::new(),
+            metrics: ServerMetrics::new(),
             limits: crate::ratelimit::RateLimits::new(limits),
             stream: Arc::new(stream::EventHub::new(max_streams_per_key, stream_buffer)),
         });
@@ -155,24 +156,36 @@ impl AppState {
         self.snapshot.load_full()
     }
 
-    /// How many data versions this server applied as changes, and how many
-    /// it loaded whole, since it started.
-    pub fn reloads(&self) -> (u64, u64) {
+    /// The server's figures for a metrics scrape.
+    pub fn sample(&self) -> ServingSample {
+        let snapshot = self.snapshot();
         let [applied, whole] = &self.reloads;
-        (
-            applied.load(Ordering::Relaxed),
-            whole.load(Ordering::Relaxed),
-        )
+        let (streams, streams_lagged) = self.stream.stats();
+        ServingSample {
+            version: snapshot.version,
+            observed_at: snapshot.observed_at.unix_timestamp() as f64,
+            last_load_ms: self.last_load_ms.load(Ordering::Relaxed),
+            reloads: (
+                applied.load(Ordering::Relaxed),
+                whole.load(Ordering::Relaxed),
+            ),
+            pages: self.pages.stats(),
+            tokens: self.tokens.stats(),
+            pool: self.store.pool_state(),
+            db_up: self.db.is_up(),
+            db_outages: self.db.outages(),
+            refused_down: self.db.refused(db::Refusal::Down),
+            refused_busy: self.db.refused(db::Refusal::Busy),
+            renders: self.db.renders_in_progress(),
+            redis_errors: self.limits.options().shared.as_ref().map(|s| s.errors()),
+            streams,
+            streams_lagged,
+        }
     }
 
-    /// The page cache's and the token cache's statistics.
-    pub fn cache_stats(&self) -> (CacheStats, CacheStats) {
-        (self.pages.stats(), self.tokens.stats())
-    }
-
-    /// How long the last new data version took to be ready, in ms.
-    pub fn last_load_ms(&self) -> u64 {
-        self.last_load_ms.load(Ordering::Relaxed)
+    /// The text exposition of the server's metrics, sampled now.
+    pub fn render_metrics(&self) -> String {
+        self.metrics.render(|| self.sample())
     }
 
     /// The page `key` of `version`: from the cache, or rendered by `render`

@@ -12,6 +12,7 @@
 //! wallet detail about 2.5 µs of CPU per request (`docs/performance.md`),
 //! as it did the token cache (`tokens.rs`).
 
+use crate::metrics::CacheStats;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use bytes::Bytes;
@@ -52,19 +53,6 @@ pub struct PageCache<E> {
     hits: AtomicU64,
     /// Pages rendered.
     misses: AtomicU64,
-}
-
-/// What a cache holds and how well it serves, for the metrics.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CacheStats {
-    /// Lookups answered from the cache.
-    pub hits: u64,
-    /// Lookups that had to load (render, or ask the database).
-    pub misses: u64,
-    /// Entries held now.
-    pub entries: u64,
-    /// Bytes held now (keys and values).
-    pub bytes: u64,
 }
 
 impl<E: Clone> PageCache<E> {

@@ -57,7 +57,7 @@ impl TokenCache {
 
     /// Hits, misses and what is held now (bytes: keys, names, hints and
     /// the fixed size of an entry).
-    pub fn stats(&self) -> super::CacheStats {
+    pub fn stats(&self) -> crate::metrics::CacheStats {
         let fixed = std::mem::size_of::<(String, (Arc<TokenRecord>, Instant))>()
             + std::mem::size_of::<TokenRecord>();
         let bytes = self
@@ -65,7 +65,7 @@ impl TokenCache {
             .iter()
             .map(|(key, (r, _))| (key.len() + r.name.len() + r.hint.len() + fixed) as u64)
             .sum();
-        super::CacheStats {
+        crate::metrics::CacheStats {
             hits: self.1[0].load(Ordering::Relaxed),
             misses: self.1[1].load(Ordering::Relaxed),
             entries: self.0.len() as u64,

@@ -1,0 +1,76 @@
+//! The command line: one file per command group (`serve`, `tokens`,
+//! `webhooks`, `ingest`), and what they share (`common`).
+
+use clap::{Parser, Subcommand};
+use market_store::{PoolOptions, Store};
+
+mod common;
+mod ingest;
+mod serve;
+mod tokens;
+mod webhooks;
+
+pub use common::{open_store, DbArgs, RetentionArgs};
+pub use ingest::{ImportArgs, ScanArgs, ScanTuning, SeedDemoArgs, TrackArgs};
+pub use serve::ServeArgs;
+pub use tokens::TokenCommand;
+pub use webhooks::{TargetArgs, WebhookCommand};
+
+/// Read-only HTTP/JSON market and wallet data service.
+#[derive(Parser, Debug)]
+#[command(name = "market-data-server", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Migrate, seed the demo data if the database is empty, create a token, print it with a curl line, and serve.
+    Demo(ServeArgs),
+    /// Serve the API.
+    Serve(ServeArgs),
+    /// Run pending database migrations.
+    Migrate(DbArgs),
+    /// Replace the data with the deterministic demo dataset (tokens are kept).
+    SeedDemo(SeedDemoArgs),
+    /// Manage API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Manage webhooks: signed deliveries of position events.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
+    /// Print the OpenAPI document (`market-data-server openapi > openapi/openapi.json`).
+    Openapi,
+    /// Scan an info endpoint (Hyperliquid info API format) and write each scan as one data version.
+    Scan(ScanArgs),
+    /// Track the exchange live: discover wallets (leaderboard, trades stream,
+    /// node trades, wallet list), refresh the biggest first within the weight
+    /// budget, and publish a data version every --publish-every seconds.
+    Track(TrackArgs),
+    /// Load recorded info responses from files (see docs/ingest.md) as one scan.
+    Import(ImportArgs),
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Migrate(db) => {
+            let store = Store::open(&db.database_url, PoolOptions::default())?;
+            let ran = store.migrate()?;
+            println!("applied {ran} migration(s)");
+        }
+        Command::SeedDemo(args) => ingest::seed_demo(args)?,
+        Command::Serve(args) => serve::serve(&args)?,
+        Command::Demo(args) => serve::demo(&args)?,
+        Command::Token(command) => tokens::run(command)?,
+        Command::Webhook(command) => webhooks::run(command)?,
+        Command::Openapi => print!("{}", crate::openapi::document_json()),
+        Command::Scan(args) => ingest::scan(args)?,
+        Command::Track(args) => ingest::track(args)?,
+        Command::Import(args) => ingest::import(args)?,
+    }
+    Ok(())
+}
