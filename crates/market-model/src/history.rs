@@ -313,6 +313,14 @@ pub struct PositionEvent {
     pub previous_liq_price: Option<Decimal>,
 }
 
+impl PositionEvent {
+    /// Whether its larger value (before or after) is at least `min`: the
+    /// `minValue` rule of the event list, the stream and webhooks.
+    pub fn reaches(&self, min: &Decimal) -> bool {
+        std::cmp::max(&self.previous_value.0, &self.value.0) >= &min.0
+    }
+}
+
 /// The body of a webhook message carrying a position event (the Standard
 /// Webhooks shape: `type`, `timestamp`, `data`; docs/webhooks.md), for
 /// receivers written in Rust.

@@ -450,3 +450,8 @@ pub(crate) fn assemble_history(
         })
         .collect()
 }
+
+/// Epoch milliseconds of `t`: how the history's times are stored.
+pub fn epoch_ms(t: time::OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}

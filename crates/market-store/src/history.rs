@@ -19,15 +19,14 @@ use market_model::{
 use time::OffsetDateTime;
 
 use crate::connection::MultiBackend;
+use crate::convert::epoch_ms;
 use crate::event_stream::{self, SequencedEvent};
 use crate::schema::{history_hourly, history_points, position_events, positions, wallets};
 use crate::types::DbDecimal;
-use crate::{insert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
+use crate::{insert_chunked, DbConnection, Store, StoreError, ADDRESS_CHUNK, MAX_BINDS};
 
 const HOUR_MS: i64 = 3_600_000;
 const DAY_MS: i64 = 24 * HOUR_MS;
-/// Addresses per `IN (…)` list.
-const ADDRESS_CHUNK: usize = 500;
 
 /// How long history is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,11 +66,6 @@ impl Series {
             Series::Wallet => "wallet",
         }
     }
-}
-
-/// Epoch milliseconds of `t`.
-pub fn epoch_ms(t: OffsetDateTime) -> i64 {
-    (t.unix_timestamp_nanos() / 1_000_000) as i64
 }
 
 /// A member of a point's JSON object, in the order its type serializes it.
@@ -752,13 +746,7 @@ pub(crate) fn exact_match(filter: &EventFilter, json: &str) -> Result<bool, Stor
     };
     let ev: PositionEvent = serde_json::from_str(json)
         .map_err(|err| StoreError::Corrupt(format!("position event: {err}")))?;
-    Ok(reaches(&ev, min))
-}
-
-/// Whether `event`'s larger value (before or after) is at least `min`: the
-/// `minValue` rule of the list, the stream and webhooks.
-pub(crate) fn reaches(event: &PositionEvent, min: &Decimal) -> bool {
-    std::cmp::max(&event.previous_value.0, &event.value.0) >= &min.0
+    Ok(ev.reaches(min))
 }
 
 /// Filters of the position-event feed.

@@ -174,6 +174,8 @@ pub type Progress<'a> = &'a mut dyn FnMut(&str, usize, usize);
 
 /// How many bind parameters one INSERT may carry (SQLite's limit is 32766, PostgreSQL's 65535).
 pub(crate) const MAX_BINDS: usize = 30_000;
+/// Addresses per `IN (…)` list.
+pub(crate) const ADDRESS_CHUNK: usize = 500;
 
 /// Reads a table `page` rows at a time by its text key (keyset paging, so a
 /// million rows are never held whole), handing each row, converted, to `f`.

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 use crate::rows::{from_db_time, to_db_time, RegistryRow};
 use crate::schema::wallet_registry;
 use crate::types::DbDecimal;
-use crate::write::ADDRESS_CHUNK;
+use crate::ADDRESS_CHUNK;
 use crate::{each_by_key, insert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
 
 /// Where a registry entry was found (bits of [`RegistryEntry::sources`]).

@@ -943,7 +943,7 @@ fn consecutive_versions_derive_events_and_history() {
         let second = event_kinds(
             &store,
             &EventFilter {
-                from: Some(crate::history::epoch_ms(t1)),
+                from: Some(crate::convert::epoch_ms(t1)),
                 ..Default::default()
             },
         );
@@ -991,7 +991,7 @@ fn consecutive_versions_derive_events_and_history() {
             )
             .unwrap();
         assert_eq!(page1.len() + page2.len(), 7);
-        assert!(page1.iter().all(|e| e.at == crate::history::epoch_ms(t1)));
+        assert!(page1.iter().all(|e| e.at == crate::convert::epoch_ms(t1)));
 
         write_at(&store, t2, &[sized("0xaa", "BTC", Direction::Long, "3")]);
         // 1h buckets: the last observation of each hour.
@@ -1006,7 +1006,7 @@ fn consecutive_versions_derive_events_and_history() {
             )
             .unwrap();
         let times: Vec<i64> = h.iter().map(|b| b.time).collect();
-        let hour = crate::history::epoch_ms(t0);
+        let hour = crate::convert::epoch_ms(t0);
         assert_eq!(times, vec![hour, hour + 3_600_000]);
         let first: serde_json::Value = serde_json::from_slice(&h[0].json).unwrap();
         assert_eq!(first["time"], hour);

@@ -19,7 +19,7 @@ use diesel::sql_types::{BigInt, Nullable, Text};
 use market_model::{Decimal, EventKind, PositionEvent, PositionEventMessage};
 use time::OffsetDateTime;
 
-use crate::history::epoch_ms;
+use crate::convert::epoch_ms;
 use crate::schema::{webhook_deliveries, webhook_endpoints};
 use crate::{DbConnection, Store, StoreError, MAX_BINDS};
 
@@ -45,10 +45,7 @@ impl WebhookFilter {
         self.symbol.as_ref().is_none_or(|s| *s == event.symbol)
             && self.address.as_ref().is_none_or(|a| *a == event.address)
             && self.kind.is_none_or(|k| k == event.kind)
-            && self
-                .min_value
-                .as_ref()
-                .is_none_or(|m| crate::history::reaches(event, m))
+            && self.min_value.as_ref().is_none_or(|m| event.reaches(m))
     }
 }
 

@@ -20,7 +20,7 @@ use crate::schema::*;
 use crate::{
     candle_rows, current_level_rows, history_rows, insert_chunked, market_rows, position_row,
     wallet_row, DbConnection, Progress, RegistryEntry, Retention, Store, StoreError,
-    TrackedPosition, WalletScanState, MAX_BINDS,
+    TrackedPosition, WalletScanState, ADDRESS_CHUNK, MAX_BINDS,
 };
 
 /// A data version to write: the engine's materialized output.
@@ -112,9 +112,6 @@ pub struct PublishWrite<'a> {
     /// Freshness of every tracked wallet as of `observed_at`.
     pub freshness: &'a WalletFreshness,
 }
-
-/// Addresses per `IN (…)` list.
-pub(crate) const ADDRESS_CHUNK: usize = 500;
 
 impl Store {
     /// Writes a new data version in one transaction and prunes versions

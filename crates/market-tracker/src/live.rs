@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bigdecimal::{BigDecimal, Zero};
-use market_engine::{Tally, VersionChanges, WalletInput};
+use market_engine::{Quote, Tally, VersionChanges, WalletInput};
 use market_ingest::scan::{follow_positions, wallet_input_from, Observed};
 use market_model::{LiquidityDay, MarketPosition};
 
@@ -42,11 +42,13 @@ pub struct Base {
 }
 
 impl Base {
-    /// Goes on from `version`, just committed with `changes` over this base.
+    /// Goes on from `version`, just committed with `changes` over this base,
+    /// observed at `now` over the markets `quotes` name.
     pub(crate) fn commit(
         &mut self,
         version: i64,
-        input: &crate::publish::PublishInput,
+        now: OffsetDateTime,
+        quotes: &[Quote],
         changes: VersionChanges,
         tally: Tally,
     ) {
@@ -56,9 +58,9 @@ impl Base {
         self.served
             .extend(changes.wallets.into_iter().map(|w| w.address));
         self.version = version;
-        self.symbols = input.quotes.iter().map(|q| q.symbol.clone()).collect();
+        self.symbols = quotes.iter().map(|q| q.symbol.clone()).collect();
         self.days = changes.current_days;
-        self.observed_at = Some(input.now);
+        self.observed_at = Some(now);
         self.tally = Some(tally);
     }
 }

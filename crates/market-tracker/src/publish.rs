@@ -337,8 +337,13 @@ impl Publisher {
         let mut book = lock(book);
         book.published(changes.written);
         published.pending = book.pending.len();
-        self.base
-            .commit(version, input, changes.changes, changes.tally);
+        self.base.commit(
+            version,
+            input.now,
+            &input.quotes,
+            changes.changes,
+            changes.tally,
+        );
         Ok(published)
     }
 }
