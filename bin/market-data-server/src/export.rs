@@ -5,11 +5,15 @@
 //! and cursor), rendered from it: one row per item (per level for the
 //! liquidity days, each row carrying its day's fields), RFC 4180 with a
 //! header row and CRLF line ends. The columns come from the item's schema
-//! in the OpenAPI document, so they follow the model: the required fields
+//! (the one the OpenAPI document holds, collected from the model here: see
+//! `RowSchemas`), so they follow the model: the required fields
 //! in their declared order, then the optional ones by name; nested objects
 //! become dotted columns (`kolProfile.name`), lists of scalars one cell
 //! joined by `;`, other lists one cell of compact JSON, and null an empty
 //! cell. Decimals are the JSON strings, unchanged.
+//!
+//! It also builds the `Link: <…>; rel="next"` header of every paged list,
+//! JSON or CSV.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -222,9 +226,10 @@ struct Column {
     market_model::LiquidityDay,
     market_model::Level,
 )))]
-pub struct RowSchemas;
+pub(crate) struct RowSchemas;
 
-/// Every list's columns, from the OpenAPI document's schemas.
+/// Every list's columns, from its row schema (the document's, see
+/// [`RowSchemas`]).
 static COLUMNS: LazyLock<HashMap<List, Vec<Column>>> = LazyLock::new(|| {
     let doc = serde_json::to_value(RowSchemas::openapi()).expect("the schemas serialize");
     let schemas = &doc["components"]["schemas"];
@@ -232,6 +237,11 @@ static COLUMNS: LazyLock<HashMap<List, Vec<Column>>> = LazyLock::new(|| {
         .into_iter()
         .map(|list| {
             let (_, row, nested) = list.shape();
+            // A row type missing from `RowSchemas` would be one nameless column.
+            assert!(schemas[row].is_object(), "{row} is not in RowSchemas");
+            if let Some((_, schema)) = nested {
+                assert!(schemas[schema].is_object(), "{schema} is not in RowSchemas");
+            }
             let mut columns = Vec::new();
             let skip = nested.map(|(field, _)| field);
             flatten(

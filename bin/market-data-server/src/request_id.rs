@@ -27,7 +27,7 @@ fn new_request_id() -> HeaderValue {
 /// The id of a request with `headers`: the client's when it is kept, else a
 /// fresh one. Kept as the header value it is echoed in: no string per
 /// request.
-pub fn of(headers: &HeaderMap) -> HeaderValue {
+pub(crate) fn of(headers: &HeaderMap) -> HeaderValue {
     headers
         .get(&REQUEST_ID)
         .filter(|v| v.to_str().is_ok_and(valid_request_id))

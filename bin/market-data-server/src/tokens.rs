@@ -61,7 +61,7 @@ pub fn well_formed(token: &str) -> bool {
 }
 
 /// Whether a query string names a parameter that looks like an API key.
-pub fn has_key_like_query(query: &str) -> bool {
+pub(crate) fn has_key_like_query(query: &str) -> bool {
     form_urlencoded::parse(query.as_bytes()).any(|(k, _)| {
         let k = k.to_ascii_lowercase().replace(['-', '_'], "");
         matches!(

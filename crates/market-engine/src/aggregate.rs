@@ -1,7 +1,7 @@
 //! Materialization of the aggregates of one scan: markets, wallets and the
 //! current day's liquidation levels, from quotes, wallets and positions.
 //!
-//! Split by concern, each re-exported here:
+//! Split by concern, the public items re-exported here:
 //!
 //! - `input`: what a scan observed (quotes, wallets, analytics) and the
 //!   error for input that breaks the aggregation contract;

@@ -315,7 +315,8 @@ pub struct PositionEvent {
 
 impl PositionEvent {
     /// Whether its larger value (before or after) is at least `min`: the
-    /// `minValue` rule of the event list, the stream and webhooks.
+    /// `minValue` rule of the event list and of webhooks (the stream keeps
+    /// that larger value per event and compares it the same way).
     pub fn reaches(&self, min: &Decimal) -> bool {
         std::cmp::max(&self.previous_value.0, &self.value.0) >= &min.0
     }

@@ -452,6 +452,6 @@ pub(crate) fn assemble_history(
 }
 
 /// Epoch milliseconds of `t`: how the history's times are stored.
-pub fn epoch_ms(t: time::OffsetDateTime) -> i64 {
+pub(crate) fn epoch_ms(t: time::OffsetDateTime) -> i64 {
     (t.unix_timestamp_nanos() / 1_000_000) as i64
 }

@@ -7,6 +7,10 @@ use anyhow::Context;
 use clap::Args;
 use market_store::{PoolOptions, Store};
 
+/// The log target of the commands' own lines, whichever file logs them
+/// (operators filter and read `market_data_server::cli`).
+pub(super) const LOG: &str = "market_data_server::cli";
+
 /// How long a writer keeps history (market and wallet series, position events).
 #[derive(Args, Debug, Clone, Copy)]
 pub struct RetentionArgs {
@@ -40,7 +44,7 @@ pub struct DbArgs {
 }
 
 /// Opens (and migrates) the store at `db` with a pool of `pool` connections.
-pub fn open_store(db: &DbArgs, pool: u32) -> anyhow::Result<Store> {
+pub(crate) fn open_store(db: &DbArgs, pool: u32) -> anyhow::Result<Store> {
     let store = Store::open(
         &db.database_url,
         PoolOptions {

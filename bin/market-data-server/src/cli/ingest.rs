@@ -4,7 +4,7 @@
 use anyhow::Context;
 use clap::Args;
 
-use super::common::{open_store, serve_metrics, DbArgs, RetentionArgs};
+use super::common::{open_store, serve_metrics, DbArgs, RetentionArgs, LOG};
 use crate::seed;
 
 /// Rate limit and robustness of the scanner.
@@ -245,7 +245,9 @@ pub(super) fn scan(args: ScanArgs) -> anyhow::Result<()> {
         match market_ingest::run_scan(&source, &store, &list, &cfg, &mut print_wallet_progress) {
             Ok(report) => report_scan(&report),
             Err(e) if every.is_none() => return Err(anyhow::anyhow!("scan not applied: {e}")),
-            Err(e) => log::error!("scan not applied (the served data is unchanged): {e}"),
+            Err(e) => {
+                log::error!(target: LOG, "scan not applied (the served data is unchanged): {e}")
+            }
         }
         let Some(secs) = every else { break };
         let next = std::time::Duration::from_secs(secs);

@@ -10,7 +10,7 @@ mod serve;
 mod tokens;
 mod webhooks;
 
-pub use common::{open_store, DbArgs, RetentionArgs};
+pub use common::{DbArgs, RetentionArgs};
 pub use ingest::{ImportArgs, ScanArgs, ScanTuning, SeedDemoArgs, TrackArgs};
 pub use serve::ServeArgs;
 pub use tokens::TokenCommand;
@@ -73,4 +73,39 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import(args) => ingest::import(args)?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn scan_takes_once_or_every_not_both() {
+        let scan = |extra: &[&str]| {
+            let mut args = vec![
+                "market-data-server",
+                "scan",
+                "--info-url",
+                "http://x",
+                "--wallets",
+                "w.txt",
+            ];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args)
+        };
+        assert!(scan(&["--once"]).is_ok());
+        assert!(scan(&["--every", "5"]).is_ok());
+        let err = scan(&["--once", "--every", "5"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        let Command::Scan(args) = scan(&[]).unwrap().command else {
+            panic!("scan parses as scan");
+        };
+        assert_eq!((args.stale_after, args.tuning.weight_per_minute), (3, 1200));
+    }
 }

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 use market_store::Store;
 
-use super::common::{open_store, redact, serve_metrics, DbArgs};
+use super::common::{open_store, redact, serve_metrics, DbArgs, LOG};
 use super::tokens::create_token;
 use super::webhooks::TargetArgs;
 use crate::access_log::AccessLog;
@@ -214,7 +214,7 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    log::info!(
+    log::info!(target: LOG,
         "listening on http://{} ({workers} workers); rate limit {} per API key{}, failed authentications {} per address{}",
         listener.local_addr()?,
         args.rate_limit,
@@ -249,7 +249,7 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
         .block_on(async { app::serve(listener, state.clone(), options)?.await })?;
     if let Some(log) = access_log {
         if !log.flush(std::time::Duration::from_secs(2)) {
-            log::warn!("the access log could not be written out at shutdown");
+            log::warn!(target: LOG, "the access log could not be written out at shutdown");
         }
     }
     if let Some(deliveries) = deliveries {
@@ -258,8 +258,10 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
     }
     // The usage of the last requests (the flusher writes every few seconds).
     match state.flush_usage() {
-        Ok(()) => log::info!("stopped: every answered request is recorded in token usage"),
-        Err(e) => log::warn!("could not record token usage at shutdown: {e}"),
+        Ok(()) => {
+            log::info!(target: LOG, "stopped: every answered request is recorded in token usage")
+        }
+        Err(e) => log::warn!(target: LOG, "could not record token usage at shutdown: {e}"),
     }
     Ok(())
 }

@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry};
 
-use super::{counter, counter_vec, encode, gauge, gauge_vec, int_gauge, sync_counter, unix_now};
+use super::registry::{
+    counter, counter_vec, encode, gauge, gauge_vec, int_gauge, sync_counter, unix_now,
+};
 
 /// The metrics of `scan` and `track`: requests to the exchange and the
 /// freshness of what they read.

@@ -11,21 +11,18 @@
 //! the scanner's counters) is kept by the parts themselves in plain atomics
 //! and read when Prometheus scrapes, so recording them costs the request
 //! path nothing.
-
+//!
 //! Two sets, one per kind of process: [`ServerMetrics`] (`serve`:
 //! answers, the served data version, caches, the pool) in `serving`, and
 //! [`IngestMetrics`] (`scan`, `track`: requests to the exchange and the
-//! freshness of what they read) in `ingest`. Both render through the helpers
-//! here, and [`spawn_endpoint`] serves either.
+//! freshness of what they read) in `ingest`. Both are built and rendered with the
+//! helpers of `registry`, and [`spawn_endpoint`] serves either.
 
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use prometheus::{
-    Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
-};
-
 mod ingest;
+mod registry;
 mod serving;
 
 pub use ingest::IngestMetrics;
@@ -33,72 +30,6 @@ pub use serving::{CacheStats, ServerMetrics, ServingSample};
 
 /// Media type of the text exposition format.
 pub const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// Request latency buckets, in seconds: a snapshot answer takes well under
-/// a millisecond, a cold history page tens of milliseconds, a pool wait 2 s.
-const LATENCY_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-];
-
-fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid metric");
-    registry
-        .register(Box::new(c.clone()))
-        .expect("registered once");
-    c
-}
-
-fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
-    let c = IntCounter::new(name, help).expect("a valid metric");
-    registry
-        .register(Box::new(c.clone()))
-        .expect("registered once");
-    c
-}
-
-fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("a valid metric");
-    registry
-        .register(Box::new(g.clone()))
-        .expect("registered once");
-    g
-}
-
-fn int_gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
-    let g = IntGauge::new(name, help).expect("a valid metric");
-    registry
-        .register(Box::new(g.clone()))
-        .expect("registered once");
-    g
-}
-
-fn gauge(registry: &Registry, name: &str, help: &str) -> Gauge {
-    let g = Gauge::new(name, help).expect("a valid metric");
-    registry
-        .register(Box::new(g.clone()))
-        .expect("registered once");
-    g
-}
-
-/// Brings a Prometheus counter up to a total kept elsewhere (totals only grow).
-fn sync_counter(counter: &IntCounter, total: u64) {
-    let current = counter.get();
-    if total > current {
-        counter.inc_by(total - current);
-    }
-}
-
-fn encode(registry: &Registry) -> String {
-    let mut out = Vec::new();
-    TextEncoder::new()
-        .encode(&registry.gather(), &mut out)
-        .expect("encoding into memory does not fail");
-    String::from_utf8(out).expect("the text format is UTF-8")
-}
-
-fn unix_now() -> f64 {
-    time::OffsetDateTime::now_utc().unix_timestamp_nanos() as f64 / 1e9
-}
 
 /// Serves `GET /metrics` with `render`'s text on `listener`, from a thread
 /// of its own (one worker), until the process exits.

@@ -8,7 +8,7 @@ use prometheus::{
     Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry,
 };
 
-use super::{
+use super::registry::{
     counter, counter_vec, encode, gauge, gauge_vec, int_gauge, sync_counter, unix_now,
     LATENCY_BUCKETS,
 };
@@ -28,7 +28,7 @@ pub struct CacheStats {
 
 /// The server's figures at one scrape, read from its state (which keeps
 /// them in plain atomics; the metrics never read the state themselves).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct ServingSample {
     /// The data version being served.
     pub version: i64,

@@ -138,7 +138,10 @@ impl Node {
 }
 
 /// Mounts the table's endpoints served at `mount`.
-pub fn mount(endpoints: &'static [Endpoint], mount: Mount) -> impl FnOnce(&mut web::ServiceConfig) {
+pub(crate) fn mount(
+    endpoints: &'static [Endpoint],
+    mount: Mount,
+) -> impl FnOnce(&mut web::ServiceConfig) {
     move |cfg| {
         let mut root = Node::default();
         for endpoint in endpoints.iter().filter(|e| e.mount == mount) {

@@ -158,12 +158,20 @@ impl AppState {
 
     /// The server's figures for a metrics scrape.
     pub fn sample(&self) -> ServingSample {
-        let snapshot = self.snapshot();
+        // Not held while the rest is read: a retired version is freed
+        // once its last holder lets go, and the reloader waits for that.
+        let (version, observed_at) = {
+            let snapshot = self.snapshot();
+            (
+                snapshot.version,
+                snapshot.observed_at.unix_timestamp() as f64,
+            )
+        };
         let [applied, whole] = &self.reloads;
         let (streams, streams_lagged) = self.stream.stats();
         ServingSample {
-            version: snapshot.version,
-            observed_at: snapshot.observed_at.unix_timestamp() as f64,
+            version,
+            observed_at,
             last_load_ms: self.last_load_ms.load(Ordering::Relaxed),
             reloads: (
                 applied.load(Ordering::Relaxed),

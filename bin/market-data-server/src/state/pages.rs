@@ -12,12 +12,13 @@
 //! wallet detail about 2.5 µs of CPU per request (`docs/performance.md`),
 //! as it did the token cache (`tokens.rs`).
 
-use crate::metrics::CacheStats;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use quick_cache::sync::Cache;
 use quick_cache::{OptionsBuilder, Weighter};
+
+use crate::metrics::CacheStats;
 
 /// Default bound of the rendered-page cache.
 pub const PAGE_CACHE_BYTES: usize = 64 << 20;
