@@ -343,12 +343,22 @@ impl Store {
             .filter(wallets::valid_to.le(v))
             .select(wallets::address)
             .load(conn)?;
-        let closed_positions: Vec<String> = positions::table
+        // Positions closed after `from` whose wallet row was not closed in
+        // the same range: a writer that closed them without rewriting or
+        // removing their wallet (counted in the database, not read out).
+        let closed_alone: i64 = positions::table
             .filter(positions::valid_to.gt(from))
             .filter(positions::valid_to.le(v))
-            .select(positions::address)
-            .distinct()
-            .load(conn)?;
+            .filter(
+                positions::address.ne_all(
+                    wallets::table
+                        .filter(wallets::valid_to.gt(from))
+                        .filter(wallets::valid_to.le(v))
+                        .select(wallets::address),
+                ),
+            )
+            .count()
+            .get_result(conn)?;
         let markets: Vec<MarketRow> = markets::table
             .filter(markets::version.eq(v))
             .order(markets::symbol)
@@ -364,15 +374,7 @@ impl Store {
             .count()
             .get_result(conn)?;
         drop(pooled);
-        if present != 2 {
-            return Ok(None);
-        }
-        let closed_set: std::collections::HashSet<&str> =
-            closed.iter().map(String::as_str).collect();
-        if !closed_positions
-            .iter()
-            .all(|a| closed_set.contains(a.as_str()))
-        {
+        if present != 2 || closed_alone != 0 {
             return Ok(None);
         }
         let removed: Vec<String> = closed

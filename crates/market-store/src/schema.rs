@@ -312,3 +312,6 @@ diesel::table! {
 
 diesel::joinable!(webhook_deliveries -> webhook_endpoints (endpoint_id));
 diesel::allow_tables_to_appear_in_same_query!(webhook_endpoints, webhook_deliveries);
+// A change's check that every position closed after a version was closed
+// with its wallet (`Store::load_changes`) names both in one query.
+diesel::allow_tables_to_appear_in_same_query!(positions, wallets);

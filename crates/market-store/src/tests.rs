@@ -733,6 +733,16 @@ fn incremental_publishes_read_back_as_whole_versions() {
             .unwrap();
         // Kept versions (v2, v3) see only the open rows: the rows closed by v2 are gone.
         assert_eq!(rows, 3, "only rows a kept version can see remain");
+        // A position closed while its wallet stays (no writer of ours does
+        // that): the changes are not whole.
+        use crate::schema::positions::dsl as p;
+        let aa_btc = p::positions.filter(p::address.eq("0xaa").and(p::symbol.eq("BTC")));
+        let closed = diesel::update(aa_btc.filter(p::valid_to.is_null()))
+            .set(p::valid_to.eq(v3))
+            .execute(&mut *conn)
+            .unwrap();
+        assert_eq!(closed, 1);
+        assert!(store.load_changes(v2, &v3_meta, 10).unwrap().is_none());
     }
 }
 

@@ -254,6 +254,23 @@ mod tests {
             patch_sorted(&[], |_: &i32| false, &[2, 3], |a, b| a.cmp(b)),
             [2, 3]
         );
+        // Every split of 0..12 into old, gone and added (a value's residue
+        // picks its part), against filtering and sorting.
+        for seed in 0u32..500 {
+            let part = |x: u32| (x.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) % 3;
+            let all: Vec<u32> = (0..12).collect();
+            let old: Vec<u32> = all.iter().copied().filter(|&x| part(x) != 2).collect();
+            let added: Vec<u32> = all.iter().copied().filter(|&x| part(x) == 2).collect();
+            let gone = |x: &u32| part(*x) == 1 && x.is_multiple_of(2);
+            let mut want: Vec<u32> = old.iter().copied().filter(|x| !gone(x)).collect();
+            want.extend(&added);
+            want.sort_unstable();
+            assert_eq!(
+                patch_sorted(&old, gone, &added, |a, b| a.cmp(b)),
+                want,
+                "seed {seed}"
+            );
+        }
     }
 
     /// Every page the snapshot can serve, in a form two snapshots can be compared by.
