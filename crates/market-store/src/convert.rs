@@ -52,9 +52,9 @@ pub(crate) fn market_rows(
         .iter()
         .map(|c| (c.symbol.as_str(), c.items.as_slice()))
         .collect();
-    let sizes: HashMap<&str, &Decimal> = days
+    let days: HashMap<&str, &LiquidityDay> = days
         .iter()
-        .map(|d| (d.network_asset_symbol.as_str(), &d.bucket_size))
+        .map(|d| (d.network_asset_symbol.as_str(), d))
         .collect();
     markets
         .iter()
@@ -72,11 +72,15 @@ pub(crate) fn market_rows(
             long_liquidation_value: db(&m.long_liquidation_value),
             short_liquidation_value: db(&m.short_liquidation_value),
             total_liquidation_value: db(&m.total_liquidation_value),
-            bucket_size: sizes
+            bucket_size: days
                 .get(m.symbol.as_str())
-                .map_or_else(|| db(&Decimal::zero()), |s| db(s)),
+                .map_or_else(|| db(&Decimal::zero()), |d| db(&d.bucket_size)),
             cohorts: serde_json::to_string(
                 cohorts.get(m.symbol.as_str()).copied().unwrap_or_default(),
+            )
+            .expect("model types serialize"),
+            current_levels: serde_json::to_string(
+                days.get(m.symbol.as_str()).map_or(&[][..], |d| &d.levels),
             )
             .expect("model types serialize"),
         })
@@ -129,26 +133,6 @@ pub(crate) fn position_row(version: i64, p: &MarketPosition) -> PositionRow {
         funding_cost: db(&p.funding_cost),
         observed_at: to_db_time(p.observed_at),
     }
-}
-
-pub(crate) fn current_level_rows(version: i64, day: &LiquidityDay) -> Vec<CurrentLevelRow> {
-    day.levels
-        .iter()
-        .map(|l| {
-            let (side, bucket_price, position_count, total_usd, min_liq_price, max_liq_price) =
-                level_key(l);
-            CurrentLevelRow {
-                version,
-                symbol: day.network_asset_symbol.clone(),
-                side,
-                bucket_price,
-                position_count,
-                total_usd,
-                min_liq_price,
-                max_liq_price,
-            }
-        })
-        .collect()
 }
 
 pub(crate) fn history_rows(
@@ -235,7 +219,8 @@ fn level_from(
 }
 
 /// Levels in the documented order: long first, then bucket price ascending
-/// (SQL orders TEXT decimals lexicographically on SQLite, so sort here).
+/// (SQL orders TEXT decimals lexicographically on SQLite, and the current
+/// levels moved into JSON by a migration are in no order, so sort here).
 fn sort_levels(levels: &mut [Level]) {
     levels.sort_by(|a, b| {
         (a.side != Direction::Long, &a.bucket_price.0)
@@ -326,9 +311,9 @@ pub(crate) fn assemble_snapshot<P>(
     markets: Vec<MarketRow>,
     wallets: Vec<Wallet>,
     positions: Vec<P>,
-    levels: Vec<CurrentLevelRow>,
 ) -> Result<LoadedSnapshot<P>, StoreError> {
     let mut bucket_sizes = Vec::with_capacity(markets.len());
+    let mut levels = Vec::with_capacity(markets.len());
     let mut cohorts = Vec::with_capacity(markets.len());
     for r in &markets {
         cohorts.push(MarketCohorts {
@@ -337,6 +322,7 @@ pub(crate) fn assemble_snapshot<P>(
             items: json("market cohorts", &r.cohorts)?,
             coverage: Coverage::ScannedWallets,
         });
+        levels.push(json::<Vec<Level>>("current levels", &r.current_levels)?);
     }
     let markets: Vec<Market> = markets
         .into_iter()
@@ -359,23 +345,11 @@ pub(crate) fn assemble_snapshot<P>(
         })
         .collect();
 
-    let mut levels_by_symbol: HashMap<String, Vec<Level>> = HashMap::new();
-    for r in levels {
-        let level = level_from(
-            &r.side,
-            r.bucket_price,
-            r.position_count,
-            r.total_usd,
-            r.min_liq_price,
-            r.max_liq_price,
-        )?;
-        levels_by_symbol.entry(r.symbol).or_default().push(level);
-    }
     let current_days = markets
         .iter()
         .zip(bucket_sizes)
-        .map(|(m, bucket_size)| {
-            let mut levels = levels_by_symbol.remove(&m.symbol).unwrap_or_default();
+        .zip(levels)
+        .map(|((m, bucket_size), mut levels)| {
             sort_levels(&mut levels);
             LiquidityDay::new(
                 meta.observed_at.date(),

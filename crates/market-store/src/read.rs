@@ -172,17 +172,13 @@ impl Store {
                     .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
                     .map(|row| wallet_from(row?))
                     .collect::<Result<_, StoreError>>()?;
-                let levels: Vec<CurrentLevelRow> = current_levels::table
-                    .filter(current_levels::version.eq(v))
-                    .order((current_levels::symbol, current_levels::side))
-                    .load(conn)?;
                 let freshness: Option<String> = version_freshness::table
                     .filter(version_freshness::version.eq(v))
                     .select(version_freshness::body)
                     .first(conn)
                     .optional()?;
                 wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
-                Ok((wallets, levels, freshness))
+                Ok((wallets, freshness))
             });
             let upper = read_positions(true);
             let (lower, rest) = (lower.join(), rest.join());
@@ -192,7 +188,7 @@ impl Store {
                 rest.expect("the wallet reader does not panic"),
             )
         });
-        let (lower, upper, (wallets, levels, freshness)) = (lower?, upper?, rest?);
+        let (lower, upper, (wallets, freshness)) = (lower?, upper?, rest?);
         let freshness = freshness
             .map(|body| {
                 serde_json::from_str::<WalletFreshness>(&body).map_err(|e| {
@@ -215,7 +211,6 @@ impl Store {
             VersionRest {
                 markets,
                 wallets,
-                levels,
                 freshness,
             },
             [lower, upper],
@@ -363,10 +358,6 @@ impl Store {
             .filter(markets::version.eq(v))
             .order(markets::symbol)
             .load(conn)?;
-        let levels: Vec<CurrentLevelRow> = current_levels::table
-            .filter(current_levels::version.eq(v))
-            .order((current_levels::symbol, current_levels::side))
-            .load(conn)?;
         // Both versions still stored after the reads: no prune removed the
         // rows closed after `from` while they were read.
         let present: i64 = snapshots::table
@@ -396,7 +387,7 @@ impl Store {
             current_days,
             cohorts,
             ..
-        } = assemble_snapshot(meta.clone(), markets, wallets, positions, levels)?.version;
+        } = assemble_snapshot(meta.clone(), markets, wallets, positions)?.version;
         Ok(Some(VersionChanges {
             observed_at,
             markets,
@@ -442,7 +433,6 @@ type PositionQuery = positions::BoxedQuery<'static, connection::MultiBackend>;
 struct VersionRest {
     markets: Vec<MarketRow>,
     wallets: Vec<Wallet>,
-    levels: Vec<CurrentLevelRow>,
     freshness: Option<WalletFreshness>,
 }
 
@@ -452,13 +442,7 @@ impl VersionRest {
         meta: &SnapshotMeta,
         positions: Vec<P>,
     ) -> Result<LoadedSnapshot<P>, StoreError> {
-        let mut loaded = assemble_snapshot(
-            meta.clone(),
-            self.markets,
-            self.wallets,
-            positions,
-            self.levels,
-        )?;
+        let mut loaded = assemble_snapshot(meta.clone(), self.markets, self.wallets, positions)?;
         loaded.version.freshness = self.freshness;
         Ok(loaded)
     }

@@ -48,6 +48,8 @@ pub struct MarketRow {
     pub bucket_size: DbDecimal,
     /// JSON array of the market's `Cohort`s.
     pub cohorts: String,
+    /// JSON array of the `Level`s of the market's current day.
+    pub current_levels: String,
 }
 
 /// Inserted rows are open (`valid_to` NULL); loads select these columns only.
@@ -116,19 +118,6 @@ pub struct PositionTextRow {
     pub upnl_pct: DecText,
     pub funding_cost: DecText,
     pub observed_at: DbTime,
-}
-
-#[derive(Insertable, Queryable)]
-#[diesel(table_name = current_levels)]
-pub struct CurrentLevelRow {
-    pub version: i64,
-    pub symbol: String,
-    pub side: String,
-    pub bucket_price: DbDecimal,
-    pub position_count: i64,
-    pub total_usd: DbDecimal,
-    pub min_liq_price: DbDecimal,
-    pub max_liq_price: DbDecimal,
 }
 
 #[derive(Insertable, Queryable)]

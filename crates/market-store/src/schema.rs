@@ -32,6 +32,7 @@ diesel::table! {
         total_liquidation_value -> Dec,
         bucket_size -> Dec,
         cohorts -> Text,
+        current_levels -> Text,
     }
 }
 
@@ -83,21 +84,6 @@ diesel::table! {
         funding_cost -> Dec,
         observed_at -> Timestamp,
         valid_to -> Nullable<BigInt>,
-    }
-}
-
-diesel::table! {
-    use diesel::sql_types::*;
-    use crate::types::Dec;
-    current_levels (version, symbol, side, bucket_price) {
-        version -> BigInt,
-        symbol -> Text,
-        side -> Text,
-        bucket_price -> Dec,
-        position_count -> BigInt,
-        total_usd -> Dec,
-        min_liq_price -> Dec,
-        max_liq_price -> Dec,
     }
 }
 

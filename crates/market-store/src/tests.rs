@@ -266,6 +266,78 @@ fn snapshot_round_trips_exactly() {
     }
 }
 
+/// The current levels moved from a table of their own into the market rows
+/// (migration `000012`): what was stored before moves over exactly, and
+/// back again when the migration is reverted.
+#[test]
+fn current_levels_move_into_the_market_rows_and_back_exactly() {
+    use diesel::dsl::sql;
+    use diesel::prelude::*;
+    use diesel::sql_types::{BigInt, Text};
+    use diesel_migrations::MigrationHarness;
+    for (store, _guard) in stores() {
+        let mut btc = day(date!(2026 - 11 - 22), "BTC", Coverage::Current);
+        btc.levels.push(Level {
+            side: Direction::Short,
+            bucket_price: d("0.000100"),
+            position_count: 3,
+            total_amount_usd: d("1200.50"),
+            min_liquidation_price: d("0.000095"),
+            max_liquidation_price: d("0.000104"),
+        });
+        btc.totals = LiquidityTotals::of(&btc.levels);
+        let version = version_of(
+            datetime!(2026-11-22 01:02:03 UTC),
+            &[market("BTC", "92391.3380"), market("ETH", "3000")],
+            &[wallet("0xaa")],
+            &[position("0xaa", "BTC")],
+            // ETH has no levels.
+            &[btc.clone()],
+        );
+        store
+            .write_snapshot(
+                &SnapshotWrite {
+                    source: "test",
+                    version: &version,
+                },
+                &mut |_, _, _| {},
+            )
+            .unwrap();
+        let meta = store.latest_snapshot().unwrap().unwrap();
+        let before = store.load_snapshot(&meta).unwrap().version;
+        assert_eq!(before.current_days[0].levels, btc.levels);
+        assert!(before.current_days[1].levels.is_empty());
+
+        let mut conn = store.conn().unwrap();
+        let reverted = match &mut *conn {
+            DbConnection::Sqlite(c) => c.revert_last_migration(crate::SQLITE_MIGRATIONS),
+            DbConnection::Postgresql(c) => c.revert_last_migration(crate::POSTGRES_MIGRATIONS),
+        }
+        .unwrap();
+        assert!(reverted.to_string().ends_with("000012"), "{reverted}");
+        let rows: i64 = diesel::select(sql::<BigInt>("(SELECT COUNT(*) FROM current_levels)"))
+            .get_result(&mut *conn)
+            .unwrap();
+        assert_eq!(rows, 3, "one row a level, as before the move");
+        let short: Vec<String> = diesel::select(sql::<Text>(
+            "(SELECT CAST(bucket_price AS TEXT) || ' ' || CAST(total_usd AS TEXT) \
+             FROM current_levels WHERE side = 'short')",
+        ))
+        .load(&mut *conn)
+        .unwrap();
+        assert_eq!(short, ["0.000100 1200.50"], "decimals keep their text");
+        drop(conn);
+        assert_eq!(store.migrate().unwrap(), 1);
+        let after = store.load_snapshot(&meta).unwrap().version;
+        assert_eq!(after.current_days, before.current_days);
+        assert_eq!(
+            serde_json::to_string(&after.current_days).unwrap(),
+            serde_json::to_string(&before.current_days).unwrap(),
+            "the same text, scales included"
+        );
+    }
+}
+
 #[test]
 fn reseeding_replaces_data_and_bumps_the_version() {
     for (store, _guard) in stores() {
@@ -860,7 +932,7 @@ fn batch_sizes_follow_the_schema() {
     // The tables' widths: an upper bound of each inserted row's parameters
     // (the wallet rows leave out one column of the 21).
     assert_eq!(crate::columns_of::<candles::table>(), 9);
-    assert_eq!(crate::columns_of::<markets::table>(), 15);
+    assert_eq!(crate::columns_of::<markets::table>(), 16);
     assert_eq!(crate::columns_of::<wallets::table>(), 21);
     assert_eq!(crate::columns_of::<wallet_registry::table>(), 13);
 }

@@ -18,9 +18,9 @@ use crate::rows::*;
 use crate::scan_state::{insert_tracked, insert_wallet_states};
 use crate::schema::*;
 use crate::{
-    candle_rows, current_level_rows, history_rows, insert_chunked, market_rows, position_row,
-    wallet_row, DbConnection, Progress, RegistryEntry, Retention, Store, StoreError,
-    TrackedPosition, WalletScanState, ADDRESS_CHUNK, MAX_BINDS,
+    candle_rows, history_rows, insert_chunked, market_rows, position_row, wallet_row, DbConnection,
+    Progress, RegistryEntry, Retention, Store, StoreError, TrackedPosition, WalletScanState,
+    ADDRESS_CHUNK, MAX_BINDS,
 };
 
 /// A data version to write: the engine's materialized output.
@@ -142,7 +142,6 @@ impl Store {
         let conn: &mut DbConnection = &mut pooled;
         conn.transaction(|conn| {
             latest_version(conn)?;
-            diesel::delete(current_levels::table).execute(conn)?;
             diesel::delete(positions::table).execute(conn)?;
             diesel::delete(wallets::table).execute(conn)?;
             diesel::delete(markets::table).execute(conn)?;
@@ -387,8 +386,8 @@ pub(crate) fn latest_version(conn: &mut DbConnection) -> Result<Option<i64>, Sto
         .first(conn)?)
 }
 
-/// Inserts the version row numbered `max(version) + 1`, its markets and its
-/// current levels, and notifies servers of it at commit; returns the version.
+/// Inserts the version row numbered `max(version) + 1` and its markets
+/// (with their cohorts and current levels), and notifies servers of it at commit; returns the version.
 pub(crate) fn insert_version(
     conn: &mut DbConnection,
     source: &str,
@@ -410,18 +409,6 @@ pub(crate) fn insert_version(
         .execute(conn)?;
     let market_rows = market_rows(version, head.markets(), head.cohorts(), head.current_days());
     insert_chunked!(conn, markets::table, &market_rows, "markets", progress);
-    let level_rows: Vec<CurrentLevelRow> = head
-        .current_days()
-        .iter()
-        .flat_map(|d| current_level_rows(version, d))
-        .collect();
-    insert_chunked!(
-        conn,
-        current_levels::table,
-        &level_rows,
-        "current levels",
-        progress
-    );
     // Sent at commit: servers serve it without waiting for their poll.
     crate::notify::notify_version(conn, version)?;
     Ok(version)

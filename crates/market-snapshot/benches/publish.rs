@@ -1,15 +1,19 @@
-//! What a running server spends on one publish of `track`, at the scale of
-//! an own node: `cargo bench -p market-snapshot --bench serve_apply`
-//! (figures in docs/performance.md).
+//! One publish of `track` at the scale of an own node, written and served:
+//! `cargo bench -p market-snapshot --bench publish` (figures in
+//! docs/performance.md).
 //!
 //! A version of 300,000 wallets (about 1.2M positions, the demo generator's
 //! data) is written to an SQLite file, then a publish that changes 7,000 of
 //! them (each with every position, 1 USD more valuable), as `track` writes
-//! it. Measured: reading those changes as a server does
-//! (`Store::load_changes_for_serving`, positions rendered from their text),
-//! and reading and applying them to the served snapshot
-//! (`Snapshot::apply_rendered`), which is the whole of a server's work per
-//! publish.
+//! it. Measured:
+//! - what a running server does with it: reading the changes
+//!   (`Store::load_changes_for_serving`, positions rendered from their
+//!   text), applying them to the served snapshot (`Snapshot::apply_rendered`),
+//!   and both;
+//! - the store's part of writing it (`Store::publish`: the version's rows,
+//!   closing the changed wallets' rows, history and events, pruning the
+//!   version before the previous one), the same changes published again and
+//!   again on the latest version.
 
 mod common;
 
@@ -22,7 +26,7 @@ use market_store::{PoolOptions, PublishWrite, SnapshotWrite, Store};
 /// Changed wallets per publish: the own-node figure of the issue.
 const CHANGED: usize = 7_000;
 
-fn serve_apply(c: &mut Criterion) {
+fn publish(c: &mut Criterion) {
     let m = common::demo_version(300_000);
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(
@@ -43,25 +47,29 @@ fn serve_apply(c: &mut Criterion) {
 
     let step = m.wallets.len() / CHANGED;
     let changes = common::one_usd_more(&m, step, CHANGED);
-    store
-        .publish(
-            &PublishWrite {
-                source: "track",
-                base_version: first,
-                changes: &changes,
-                wallet_count: m.wallets.len(),
-                position_count: m.positions.len(),
-                frozen_days: &[],
-                candles: &[],
-                wallet_states: &[],
-                tracked: &[],
-                newly_read: &[],
-                registry: &[],
-                freshness: &changes.coverage.wallets,
-            },
-            &mut |_, _, _| {},
-        )
-        .unwrap();
+    let (wallet_count, position_count) = (m.wallets.len(), m.positions.len());
+    let publish = |base_version: i64| {
+        store
+            .publish(
+                &PublishWrite {
+                    source: "track",
+                    base_version,
+                    changes: &changes,
+                    wallet_count,
+                    position_count,
+                    frozen_days: &[],
+                    candles: &[],
+                    wallet_states: &[],
+                    tracked: &[],
+                    newly_read: &[],
+                    registry: &[],
+                    freshness: &changes.coverage.wallets,
+                },
+                &mut |_, _, _| {},
+            )
+            .unwrap()
+    };
+    publish(first);
     let meta = store.latest_snapshot().unwrap().unwrap();
     eprintln!(
         "dataset: {} wallets, {} positions, {} current levels; {} changed with {} positions",
@@ -79,7 +87,7 @@ fn serve_apply(c: &mut Criterion) {
             .expect("the publish reads as changes")
     };
 
-    let mut g = c.benchmark_group("serve");
+    let mut g = c.benchmark_group("publish");
     g.sample_size(10);
     g.bench_function(format!("read_changes_{CHANGED}_of_300k_wallets"), |b| {
         b.iter(|| black_box(read()))
@@ -95,8 +103,12 @@ fn serve_apply(c: &mut Criterion) {
         format!("read_and_apply_changes_{CHANGED}_of_300k_wallets"),
         |b| b.iter(|| black_box(served.apply_rendered(meta.version, read()))),
     );
+    // Last: each publish prunes the versions the reads above start from.
+    g.bench_function(format!("write_{CHANGED}_of_300k_wallets"), |b| {
+        b.iter(|| publish(store.latest_snapshot().unwrap().unwrap().version))
+    });
     g.finish();
 }
 
-criterion_group!(benches, serve_apply);
+criterion_group!(benches, publish);
 criterion_main!(benches);

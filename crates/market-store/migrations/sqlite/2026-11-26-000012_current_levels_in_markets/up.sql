@@ -1,0 +1,18 @@
+-- The current day's liquidation levels of each market of a version: a JSON
+-- array of `Level` objects (decimals as plain strings), written with the
+-- market. Every version stores them whole, so one row a market (190) rather
+-- than one a level (about 48,000 at 300,000 wallets) is what a publish
+-- writes and prunes, and what a server reads at each publish.
+ALTER TABLE markets ADD COLUMN current_levels TEXT NOT NULL DEFAULT '[]';
+UPDATE markets SET current_levels = COALESCE((
+    SELECT json_group_array(json_object(
+        'side', l.side,
+        'bucketPrice', l.bucket_price,
+        'positionCount', l.position_count,
+        'totalAmountUsd', l.total_usd,
+        'minLiquidationPrice', l.min_liq_price,
+        'maxLiquidationPrice', l.max_liq_price))
+    FROM current_levels l
+    WHERE l.version = markets.version AND l.symbol = markets.symbol
+), '[]');
+DROP TABLE current_levels;
