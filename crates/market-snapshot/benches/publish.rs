@@ -72,9 +72,7 @@ fn publish(c: &mut Criterion) {
     publish(first);
     let meta = store.latest_snapshot().unwrap().unwrap();
     eprintln!(
-        "dataset: {} wallets, {} positions, {} current levels; {} changed with {} positions",
-        m.wallets.len(),
-        m.positions.len(),
+        "dataset: {wallet_count} wallets, {position_count} positions, {} current levels; {} changed with {} positions",
         m.current_days.iter().map(|d| d.levels.len()).sum::<usize>(),
         changes.wallets.len(),
         changes.positions.len()

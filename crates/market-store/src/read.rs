@@ -333,25 +333,19 @@ impl Store {
         let Some(positions) = read(conn, query, &|a| rewritten.contains(a))? else {
             return Ok(None);
         };
-        let closed: Vec<String> = wallets::table
+        // The wallets whose rows were closed after `from`.
+        let closed_wallets = wallets::table
             .filter(wallets::valid_to.gt(from))
             .filter(wallets::valid_to.le(v))
-            .select(wallets::address)
-            .load(conn)?;
+            .select(wallets::address);
+        let closed: Vec<String> = closed_wallets.load(conn)?;
         // Positions closed after `from` whose wallet row was not closed in
         // the same range: a writer that closed them without rewriting or
         // removing their wallet (counted in the database, not read out).
         let closed_alone: i64 = positions::table
             .filter(positions::valid_to.gt(from))
             .filter(positions::valid_to.le(v))
-            .filter(
-                positions::address.ne_all(
-                    wallets::table
-                        .filter(wallets::valid_to.gt(from))
-                        .filter(wallets::valid_to.le(v))
-                        .select(wallets::address),
-                ),
-            )
+            .filter(positions::address.ne_all(closed_wallets))
             .count()
             .get_result(conn)?;
         let markets: Vec<MarketRow> = markets::table
