@@ -36,7 +36,7 @@ impl Decimal {
 
     /// The plain-notation text form used on the wire.
     pub fn to_plain_string(&self) -> String {
-        self.0.to_plain_string()
+        Plain(&self.0).to_string()
     }
 }
 
@@ -66,6 +66,18 @@ impl From<Decimal> for BigDecimal {
 }
 
 impl fmt::Display for Decimal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Plain(&self.0).fmt(f)
+    }
+}
+
+/// A borrowed [`BigDecimal`] displayed in plain notation: the text of
+/// [`Decimal`] on the wire, for writers that hold a `BigDecimal` (the
+/// store's SQLite columns) and should not clone it to print it.
+#[derive(Clone, Copy, Debug)]
+pub struct Plain<'a>(pub &'a BigDecimal);
+
+impl fmt::Display for Plain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (digits, scale) = self.0.as_bigint_and_scale();
         match digits.to_i128() {
@@ -416,6 +428,7 @@ mod tests {
             let big = BigDecimal::from_str(t).unwrap();
             let ours = Decimal(big.clone());
             assert_eq!(ours.to_string(), big.to_plain_string(), "{t}");
+            assert_eq!(ours.to_plain_string(), big.to_plain_string(), "{t}");
             let plain = big.to_plain_string();
             if let Some(fast) = parse_plain(&plain) {
                 let general = BigDecimal::from_str(&plain).unwrap();

@@ -293,72 +293,68 @@ pub(crate) fn record(
 }
 
 /// Writes the points of one observation (they share `at`) to both tiers:
-/// `history_points`, and the hour's row of `history_hourly`, which a later
-/// observation replaces. Delete-then-insert keeps one statement shape for
-/// both backends (Diesel has no multi-row upsert on SQLite).
+/// `history_points`, where it replaces a point of the same key and instant
+/// (an observation written again), and the hour's row of `history_hourly`,
+/// which a later observation replaces and an earlier one does not (a writer
+/// that went back in time). Each row is one upsert: nothing stored is read
+/// or deleted first.
 fn write_points(conn: &mut DbConnection, at: i64, points: &[PointRow]) -> Result<(), StoreError> {
+    use diesel::query_dsl::methods::FilterDsl;
+    use diesel::upsert::excluded;
     let hour = at - at.rem_euclid(HOUR_MS);
-    let mut quiet = |_: &str, _: usize, _: usize| {};
-    for series in [Series::Market, Series::Wallet] {
-        let rows: Vec<&PointRow> = points
-            .iter()
-            .filter(|p| p.series == series.as_str())
-            .collect();
-        for chunk in rows.chunks(ADDRESS_CHUNK) {
-            let keys: Vec<&str> = chunk.iter().map(|p| p.key.as_str()).collect();
-            diesel::delete(
-                history_points::table
-                    .filter(history_points::series.eq(series.as_str()))
-                    .filter(history_points::at.eq(at))
-                    .filter(history_points::key.eq_any(&keys)),
-            )
-            .execute(conn)?;
-            diesel::delete(
-                history_hourly::table
-                    .filter(history_hourly::series.eq(series.as_str()))
-                    .filter(history_hourly::hour.eq(hour))
-                    .filter(history_hourly::at.le(at))
-                    .filter(history_hourly::key.eq_any(&keys)),
-            )
-            .execute(conn)?;
-            let point_rows: Vec<PointRow> = chunk.iter().map(|p| (*p).clone()).collect();
-            insert_chunked!(
-                conn,
-                history_points::table,
-                &point_rows,
-                "history points",
-                &mut quiet
-            );
-            // An hour already holding a later observation (a writer that
-            // went back in time) keeps it.
-            let kept: HashSet<String> = history_hourly::table
-                .filter(history_hourly::series.eq(series.as_str()))
-                .filter(history_hourly::hour.eq(hour))
-                .filter(history_hourly::key.eq_any(&keys))
-                .select(history_hourly::key)
-                .load(conn)?
-                .into_iter()
-                .collect();
-            let hourly: Vec<HourlyRow> = chunk
-                .iter()
-                .filter(|p| !kept.contains(&p.key))
-                .map(|p| HourlyRow {
-                    series: p.series,
-                    key: p.key.clone(),
-                    hour,
-                    at,
-                    body: p.body.clone(),
-                })
-                .collect();
-            insert_chunked!(
-                conn,
-                history_hourly::table,
-                &hourly,
-                "hourly history",
-                &mut quiet
-            );
-        }
+    let hourly: Vec<HourlyRow> = points
+        .iter()
+        .map(|p| HourlyRow {
+            series: p.series,
+            key: p.key.clone(),
+            hour,
+            at,
+            body: p.body.clone(),
+        })
+        .collect();
+    // `$values` is one row on SQLite (Diesel has no multi-row upsert there;
+    // its batch inserts run a row at a time anyway, on one cached
+    // statement) and a chunk of rows on PostgreSQL.
+    macro_rules! upsert_all {
+        ($rows:expr, |$values:ident| $statement:expr) => {
+            match &mut *conn {
+                DbConnection::Sqlite(c) => {
+                    for $values in $rows.iter() {
+                        $statement.execute(c)?;
+                    }
+                }
+                DbConnection::Postgresql(c) => {
+                    // Sized for the wider of the two tables.
+                    let per_chunk = MAX_BINDS / crate::columns_of::<history_hourly::table>();
+                    for $values in $rows.chunks(per_chunk) {
+                        $statement.execute(c)?;
+                    }
+                }
+            }
+        };
     }
+    upsert_all!(points, |values| diesel::insert_into(history_points::table)
+        .values(values)
+        .on_conflict((
+            history_points::series,
+            history_points::key,
+            history_points::at
+        ))
+        .do_update()
+        .set(history_points::body.eq(excluded(history_points::body))));
+    upsert_all!(hourly, |values| diesel::insert_into(history_hourly::table)
+        .values(values)
+        .on_conflict((
+            history_hourly::series,
+            history_hourly::key,
+            history_hourly::hour
+        ))
+        .do_update()
+        .set((
+            history_hourly::at.eq(excluded(history_hourly::at)),
+            history_hourly::body.eq(excluded(history_hourly::body)),
+        ))
+        .filter(history_hourly::at.le(excluded(history_hourly::at))));
     Ok(())
 }
 
@@ -590,9 +586,13 @@ fn prune(conn: &mut DbConnection, retention: Retention, at: i64) -> Result<(), S
         .execute(conn)?;
     diesel::delete(history_hourly::table.filter(history_hourly::hour.lt(hourly_from)))
         .execute(conn)?;
+    // `seq + 0`, not `seq`: given `max(seq)`, SQLite walks the `seq` index
+    // down from the newest event until it meets one old enough, reading
+    // every event retention keeps at each publish; the expression leaves it
+    // the `at` range of the primary key.
     let pruned: Option<i64> = position_events::table
         .filter(position_events::at.lt(events_from))
-        .select(diesel::dsl::max(position_events::seq))
+        .select(diesel::dsl::max(position_events::seq + 0_i64))
         .first(conn)?;
     if let Some(seq) = pruned {
         event_stream::forget_through(conn, seq)?;

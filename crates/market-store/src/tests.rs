@@ -1158,6 +1158,72 @@ fn retention_drops_old_points_and_keeps_hours() {
 }
 
 #[test]
+fn an_hour_keeps_its_latest_observation_and_a_rewritten_instant_replaces_its_point() {
+    use crate::{Retention, Series};
+    use market_model::HistoryInterval;
+    for (store, _guard) in stores() {
+        // Points for a day: older hours are served from the hourly tier.
+        let store = store.with_retention(Retention {
+            points_days: 1,
+            ..Retention::default()
+        });
+        let write = |at: time::OffsetDateTime, price: &str| {
+            let version = version_of(at, &[market("BTC", price)], &[], &[], &[]);
+            store
+                .write_snapshot(
+                    &SnapshotWrite {
+                        source: "test",
+                        version: &version,
+                    },
+                    &mut |_, _, _| {},
+                )
+                .unwrap();
+        };
+        let ten =
+            |minute: i64| datetime!(2026-11-18 10:00:00 UTC) + time::Duration::minutes(minute);
+        write(ten(30), "2");
+        write(ten(45), "3");
+        // The same instant written again replaces its point.
+        write(ten(45), "7");
+        // A writer back in time: a point of its own, the hour keeps 10:45.
+        write(ten(15), "5");
+        let read = |interval| -> Vec<(String, String)> {
+            store
+                .history(Series::Market, "BTC", interval, 0, i64::MAX / 2, 10)
+                .unwrap()
+                .iter()
+                .map(|b| {
+                    let v: serde_json::Value = serde_json::from_slice(&b.json).unwrap();
+                    (
+                        v["observedAt"].as_str().unwrap().to_owned(),
+                        v["price"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        };
+        let point = |at: &str, price: &str| (at.to_owned(), price.to_owned());
+        assert_eq!(
+            read(HistoryInterval::M5),
+            vec![
+                point("2026-11-18T10:15:00Z", "5"),
+                point("2026-11-18T10:30:00Z", "2"),
+                point("2026-11-18T10:45:00Z", "7"),
+            ]
+        );
+        // Two days on, the points of the 18th are pruned: its hour is read
+        // from the hourly tier.
+        write(ten(2 * 24 * 60), "9");
+        assert_eq!(
+            read(HistoryInterval::H1),
+            vec![
+                point("2026-11-18T10:45:00Z", "7"),
+                point("2026-11-20T10:00:00Z", "9"),
+            ]
+        );
+    }
+}
+
+#[test]
 fn events_are_numbered_in_write_order_and_replayed_after_a_number() {
     use crate::{EventBounds, EventFilter, Retention};
     for (store, _guard) in stores() {

@@ -79,7 +79,9 @@ impl FromSql<Dec, Pg> for DbDecimal {
 
 impl ToSql<Dec, Sqlite> for DbDecimal {
     fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Sqlite>) -> serialize::Result {
-        out.set_value(self.0.to_plain_string());
+        // The model's printer: the same text as bigdecimal's, without its
+        // big-integer formatting and its allocations for the usual sizes.
+        out.set_value(market_model::decimal::Plain(&self.0).to_string());
         Ok(IsNull::No)
     }
 }

@@ -121,9 +121,7 @@ impl Store {
         snap: &SnapshotWrite<'_>,
         progress: Progress<'_>,
     ) -> Result<i64, StoreError> {
-        let mut pooled = self.conn()?;
-        let conn: &mut DbConnection = &mut pooled;
-        conn.transaction(|conn| {
+        self.write_transaction(|conn| {
             latest_version(conn)?;
             let version = insert_snapshot(conn, self.retention, snap, true, &[], progress)?;
             prune_before(conn, version - 1)?;
@@ -138,9 +136,7 @@ impl Store {
         data: &DatasetWrite<'_>,
         progress: Progress<'_>,
     ) -> Result<i64, StoreError> {
-        let mut pooled = self.conn()?;
-        let conn: &mut DbConnection = &mut pooled;
-        conn.transaction(|conn| {
+        self.write_transaction(|conn| {
             latest_version(conn)?;
             diesel::delete(positions::table).execute(conn)?;
             diesel::delete(wallets::table).execute(conn)?;
@@ -190,9 +186,7 @@ impl Store {
         scan: &ScanWrite<'_>,
         progress: Progress<'_>,
     ) -> Result<i64, StoreError> {
-        let mut pooled = self.conn()?;
-        let conn: &mut DbConnection = &mut pooled;
-        conn.transaction(|conn| {
+        self.write_transaction(|conn| {
             crate::latest_version(conn)?;
             write_days_and_candles(conn, scan.frozen_days, scan.candles, progress)?;
             let version = insert_snapshot(
@@ -215,18 +209,14 @@ impl Store {
     /// Writes an incremental publish in one transaction and prunes what the
     /// previous version no longer needs. Returns the new version.
     pub fn publish(&self, p: &PublishWrite<'_>, progress: Progress<'_>) -> Result<i64, StoreError> {
-        let mut pooled = self.conn()?;
-        let conn: &mut DbConnection = &mut pooled;
-        conn.transaction(|conn| self.write_publish(conn, p, progress))
+        self.write_transaction(|conn| self.write_publish(conn, p, progress))
     }
 
     /// Runs every write of [`Store::publish`] and rolls them back: whether
     /// the database would take this publish, and if not why, with nothing
     /// changed either way.
     pub fn try_publish(&self, p: &PublishWrite<'_>) -> Result<(), StoreError> {
-        let mut pooled = self.conn()?;
-        let conn: &mut DbConnection = &mut pooled;
-        let result = conn.transaction(|conn| {
+        let result = self.write_transaction(|conn| {
             self.write_publish(conn, p, &mut |_, _, _| {})?;
             Err::<(), _>(StoreError::Query(
                 diesel::result::Error::RollbackTransaction,
@@ -236,6 +226,35 @@ impl Store {
             Err(StoreError::Query(diesel::result::Error::RollbackTransaction)) => Ok(()),
             other => other,
         }
+    }
+
+    /// Runs `write` in one transaction on a connection whose SQLite page
+    /// cache is [`WRITE_CACHE_KIB`] while it runs, and back to what it was
+    /// after (committed or not).
+    fn write_transaction<T>(
+        &self,
+        write: impl FnOnce(&mut DbConnection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut pooled = self.conn()?;
+        let conn: &mut DbConnection = &mut pooled;
+        let DbConnection::Sqlite(sqlite) = conn else {
+            return conn.transaction(write);
+        };
+        let kept = diesel::sql_query("PRAGMA cache_size")
+            .get_result::<CacheSize>(sqlite)?
+            .cache_size;
+        diesel::sql_query(format!("PRAGMA cache_size = -{WRITE_CACHE_KIB}")).execute(sqlite)?;
+        let result = conn.transaction(write);
+        if let DbConnection::Sqlite(sqlite) = conn {
+            // Shrinking frees the pages; a failure here only leaves this
+            // pooled connection with the larger cache, so the write's
+            // outcome stands.
+            if let Err(e) = diesel::sql_query(format!("PRAGMA cache_size = {kept}")).execute(sqlite)
+            {
+                log::warn!("could not set the page cache back to {kept} after a write: {e}");
+            }
+        }
+        result
     }
 
     fn write_publish(
@@ -321,6 +340,22 @@ impl Store {
         prune_before(conn, version - 1)?;
         Ok(version)
     }
+}
+
+/// SQLite page cache of a connection while it writes a data version, in
+/// KiB. A publish updates indexes at places spread over the whole file (the
+/// open rows by address, the history by key); in SQLite's default 2 MB
+/// cache a publish read most of their pages again from the operating
+/// system (`cargo bench -p market-snapshot --bench publish -- write`:
+/// 0.84× of the time with 64 MB, docs/performance.md). Readers keep the
+/// default, so a server's many connections do not each grow by as much.
+const WRITE_CACHE_KIB: i64 = 65_536;
+
+/// `PRAGMA cache_size`: pages when positive, KiB when negative.
+#[derive(QueryableByName)]
+struct CacheSize {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    cache_size: i64,
 }
 
 /// Writes a whole version; `newly_read` as for [`PublishWrite::newly_read`].
