@@ -294,15 +294,7 @@ fn current_levels_move_into_the_market_rows_and_back_exactly() {
             // ETH has no levels.
             &[btc.clone()],
         );
-        store
-            .write_snapshot(
-                &SnapshotWrite {
-                    source: "test",
-                    version: &version,
-                },
-                &mut |_, _, _| {},
-            )
-            .unwrap();
+        write_version(&store, &version);
         let meta = store.latest_snapshot().unwrap().unwrap();
         let before = store.load_snapshot(&meta).unwrap().version;
         assert_eq!(before.current_days[0].levels, btc.levels);
@@ -956,19 +948,24 @@ fn version_of(
     }
 }
 
-/// Writes one full version of `positions` (wallets 0xaa and 0xbb) at `at`.
-fn write_at(store: &Store, at: time::OffsetDateTime, positions: &[MarketPosition]) -> i64 {
-    let markets = [market("BTC", "100"), market("ETH", "10")];
-    let wallets = [wallet("0xaa"), wallet("0xbb")];
+/// Writes `version` whole as a test's data version; returns its number.
+fn write_version(store: &Store, version: &DataVersion) -> i64 {
     store
         .write_snapshot(
             &SnapshotWrite {
                 source: "test",
-                version: &version_of(at, &markets, &wallets, positions, &[]),
+                version,
             },
             &mut |_, _, _| {},
         )
         .unwrap()
+}
+
+/// Writes one full version of `positions` (wallets 0xaa and 0xbb) at `at`.
+fn write_at(store: &Store, at: time::OffsetDateTime, positions: &[MarketPosition]) -> i64 {
+    let markets = [market("BTC", "100"), market("ETH", "10")];
+    let wallets = [wallet("0xaa"), wallet("0xbb")];
+    write_version(store, &version_of(at, &markets, &wallets, positions, &[]))
 }
 
 fn sized(address: &str, symbol: &str, direction: Direction, size: &str) -> MarketPosition {
@@ -1169,15 +1166,7 @@ fn an_hour_keeps_its_latest_observation_and_a_rewritten_instant_replaces_its_poi
         });
         let write = |at: time::OffsetDateTime, price: &str| {
             let version = version_of(at, &[market("BTC", price)], &[], &[], &[]);
-            store
-                .write_snapshot(
-                    &SnapshotWrite {
-                        source: "test",
-                        version: &version,
-                    },
-                    &mut |_, _, _| {},
-                )
-                .unwrap();
+            write_version(&store, &version);
         };
         let ten =
             |minute: i64| datetime!(2026-11-18 10:00:00 UTC) + time::Duration::minutes(minute);
