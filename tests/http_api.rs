@@ -7,6 +7,7 @@ mod metrics;
 mod outage;
 mod postgres_scaleout;
 mod ratelimit;
+mod saved_version;
 mod scanner;
 mod schema_conformance;
 mod shutdown;

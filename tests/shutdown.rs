@@ -78,7 +78,7 @@ impl Server {
         self.child.wait().unwrap();
     }
 
-    fn terminate(&self) {
+    pub(crate) fn terminate(&self) {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
@@ -87,7 +87,7 @@ impl Server {
     }
 
     /// The exit status, waiting at most `limit`.
-    async fn exit_within(&mut self, limit: Duration) -> ExitStatus {
+    pub(crate) async fn exit_within(&mut self, limit: Duration) -> ExitStatus {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -162,7 +162,7 @@ impl Partial {
     }
 }
 
-fn new_token(db: &TestDatabase) -> (Store, String) {
+pub(crate) fn new_token(db: &TestDatabase) -> (Store, String) {
     let store = Store::open(db.url(), PoolOptions::default()).unwrap();
     let token = tokens::generate();
     store

@@ -16,7 +16,7 @@ use fake_exchange::{address, FakeExchange, FakePosition, FakeWallet};
 const NET: &str = "/v1/networks/perpnet";
 const PUBLISH_EVERY: u64 = 3;
 
-struct Track(std::process::Child);
+pub(crate) struct Track(std::process::Child);
 
 impl Drop for Track {
     fn drop(&mut self) {
@@ -25,7 +25,7 @@ impl Drop for Track {
     }
 }
 
-fn spawn_track(fake: &FakeExchange, db: &str, log: &std::path::Path) -> Track {
+pub(crate) fn spawn_track(fake: &FakeExchange, db: &str, log: &std::path::Path) -> Track {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -81,7 +81,7 @@ where
     started.elapsed()
 }
 
-fn whale(exchange: &fake_exchange::Exchange, address: &str, coin: &str) {
+pub(crate) fn whale(exchange: &fake_exchange::Exchange, address: &str, coin: &str) {
     exchange.put_wallet(
         address,
         FakeWallet::new(

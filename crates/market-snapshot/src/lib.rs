@@ -6,6 +6,6 @@ pub mod snapshot;
 
 pub use rendered::RenderedPosition;
 pub use snapshot::{
-    AssetLookup, ItemKey, JsonItems, KeyedPage, Page, PositionKey, Snapshot, WalletKey,
-    WalletOrder, WalletView,
+    AssetLookup, ItemKey, JsonItems, KeyedPage, Page, PositionKey, SavedError, SavedVersion,
+    Snapshot, WalletKey, WalletOrder, WalletView,
 };

@@ -22,6 +22,7 @@ mod build;
 mod markets;
 mod pages;
 mod reads;
+mod saved;
 #[cfg(test)]
 mod testing;
 mod wallets;
@@ -33,6 +34,7 @@ pub use pages::{
     AssetLookup, ItemKey, JsonItems, KeyedPage, Page, PositionKey, WalletKey, WalletOrder,
     WalletView,
 };
+pub use saved::{SavedError, SavedVersion};
 pub use wallets::wallet_value;
 
 /// One immutable, indexed data version.

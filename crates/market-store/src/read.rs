@@ -2,6 +2,8 @@
 //! (as model structs, or rendered from its stored text for serving) and the
 //! changes between two versions (for a running server to apply).
 
+use std::collections::HashSet;
+
 use diesel::prelude::*;
 use market_engine::{DataVersion, VersionChanges};
 use market_model::{
@@ -55,6 +57,42 @@ impl Store {
             version,
             source,
             observed_at: from_db_time(observed_at),
+        }))
+    }
+
+    /// The random name this database drew when it was created (a copy of
+    /// the database has the same).
+    pub fn identity(&self) -> Result<String, StoreError> {
+        let mut conn = self.conn()?;
+        Ok(store_identity::table
+            .select(store_identity::id)
+            .first(&mut *conn)?)
+    }
+
+    /// The stored version `version`, if it is still stored, with the
+    /// numbers of wallets and positions its writer counted.
+    pub fn stored_version(
+        &self,
+        version: i64,
+    ) -> Result<Option<(SnapshotMeta, u64, u64)>, StoreError> {
+        let mut conn = self.conn()?;
+        let row = snapshots::table
+            .filter(snapshots::version.eq(version))
+            .select((
+                snapshots::source,
+                snapshots::observed_at,
+                snapshots::wallet_count,
+                snapshots::position_count,
+            ))
+            .first::<(String, time::PrimitiveDateTime, i64, i64)>(&mut *conn)
+            .optional()?;
+        Ok(row.map(|(source, observed_at, wallets, positions)| {
+            let meta = SnapshotMeta {
+                version,
+                source,
+                observed_at: from_db_time(observed_at),
+            };
+            (meta, wallets as u64, positions as u64)
         }))
     }
 
@@ -232,7 +270,8 @@ impl Store {
         meta: &SnapshotMeta,
         max_wallets: usize,
     ) -> Result<Option<VersionChanges>, StoreError> {
-        let changes = self.read_changes(from, meta, max_wallets, |conn, query, rewritten| {
+        let since = Since::Stored(from);
+        let changes = self.read_changes(since, meta, max_wallets, |conn, query, rewritten| {
             let mut out = Vec::new();
             for row in query
                 .order((positions::symbol, positions::address))
@@ -264,7 +303,41 @@ impl Store {
         max_wallets: usize,
         render: impl Fn(&MarketPositionText<'_>) -> T,
     ) -> Result<Option<VersionChanges<T>>, StoreError> {
-        self.read_changes(from, meta, max_wallets, |conn, query, rewritten| {
+        self.read_rendered_changes(Since::Stored(from), meta, max_wallets, render)
+    }
+
+    /// [`Store::load_changes_for_serving`] from version `from` that may
+    /// have been pruned since (a server's saved version), whose wallets
+    /// were `served`: the removed wallets are those of `served` that are
+    /// neither valid at `meta`'s version nor rewritten, and every wallet
+    /// valid then and not rewritten since `from` must be one of `served`.
+    /// It relies on what every writer of changes does (a wallet's positions
+    /// are rewritten with it), which the closed rows of a pruned version no
+    /// longer show: the caller checks the result's counts against the
+    /// version's.
+    pub fn load_changes_since_served<T>(
+        &self,
+        from: i64,
+        served: &[&str],
+        meta: &SnapshotMeta,
+        max_wallets: usize,
+        render: impl Fn(&MarketPositionText<'_>) -> T,
+    ) -> Result<Option<VersionChanges<T>>, StoreError> {
+        let since = Since::Served {
+            version: from,
+            wallets: served,
+        };
+        self.read_rendered_changes(since, meta, max_wallets, render)
+    }
+
+    fn read_rendered_changes<T>(
+        &self,
+        since: Since<'_>,
+        meta: &SnapshotMeta,
+        max_wallets: usize,
+        render: impl Fn(&MarketPositionText<'_>) -> T,
+    ) -> Result<Option<VersionChanges<T>>, StoreError> {
+        self.read_changes(since, meta, max_wallets, |conn, query, rewritten| {
             let mut out = Vec::new();
             // No ORDER BY: the snapshot orders what it takes in.
             for row in query
@@ -287,7 +360,7 @@ impl Store {
     /// position's wallet is not `rewritten` (the changes are then not whole).
     fn read_changes<T>(
         &self,
-        from: i64,
+        since: Since<'_>,
         meta: &SnapshotMeta,
         max_wallets: usize,
         read: impl FnOnce(
@@ -297,6 +370,7 @@ impl Store {
         ) -> Result<Option<Vec<T>>, StoreError>,
     ) -> Result<Option<VersionChanges<T>>, StoreError> {
         let v = meta.version;
+        let from = since.version();
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
         let coverage: Option<Option<String>> = version_freshness::table
@@ -322,8 +396,7 @@ impl Store {
             .order(wallets::address)
             .select(WalletRow::as_select())
             .load(conn)?;
-        let rewritten: std::collections::HashSet<&str> =
-            wallet_rows.iter().map(|w| w.address.as_str()).collect();
+        let rewritten: HashSet<&str> = wallet_rows.iter().map(|w| w.address.as_str()).collect();
         let query = positions::table
             .filter(positions::version.gt(from))
             .filter(positions::version.le(v))
@@ -333,40 +406,24 @@ impl Store {
         let Some(positions) = read(conn, query, &|a| rewritten.contains(a))? else {
             return Ok(None);
         };
-        // The wallets whose rows were closed after `from`.
-        let closed_wallets = wallets::table
-            .filter(wallets::valid_to.gt(from))
-            .filter(wallets::valid_to.le(v))
-            .select(wallets::address);
-        let closed: Vec<String> = closed_wallets.load(conn)?;
-        // Positions closed after `from` whose wallet row was not closed in
-        // the same range: a writer that closed them without rewriting or
-        // removing their wallet (counted in the database, not read out).
-        let closed_alone: i64 = positions::table
-            .filter(positions::valid_to.gt(from))
-            .filter(positions::valid_to.le(v))
-            .filter(positions::address.ne_all(closed_wallets))
-            .count()
-            .get_result(conn)?;
+        let Some(removed) = since.removed(conn, v, &rewritten)? else {
+            return Ok(None);
+        };
         let markets: Vec<MarketRow> = markets::table
             .filter(markets::version.eq(v))
             .order(markets::symbol)
             .load(conn)?;
-        // Both versions still stored after the reads: no prune removed the
-        // rows closed after `from` while they were read.
+        // The versions read from still stored after the reads: no prune
+        // removed rows while they were read.
+        let kept = [Some(v), since.stored()];
         let present: i64 = snapshots::table
-            .filter(snapshots::version.eq(from).or(snapshots::version.eq(v)))
+            .filter(snapshots::version.eq_any(kept.iter().flatten()))
             .count()
             .get_result(conn)?;
         drop(pooled);
-        if present != 2 || closed_alone != 0 {
+        if present as usize != kept.iter().flatten().count() {
             return Ok(None);
         }
-        let removed: Vec<String> = closed
-            .iter()
-            .filter(|a| !rewritten.contains(a.as_str()))
-            .cloned()
-            .collect();
         let coverage: NetworkCoverage = serde_json::from_str(&coverage)
             .map_err(|e| StoreError::Corrupt(format!("coverage of version {v}: {e}")))?;
         let wallets = wallet_rows
@@ -392,6 +449,93 @@ impl Store {
             positions,
             removed,
         }))
+    }
+}
+
+/// The version a reader of changes has, and how the wallets removed since
+/// are found.
+#[derive(Clone, Copy)]
+enum Since<'a> {
+    /// A version still stored: the removed wallets are the rows closed
+    /// since, and every position closed since must have been closed with
+    /// its wallet.
+    Stored(i64),
+    /// A version that may have been pruned, and the wallets it served.
+    Served {
+        version: i64,
+        wallets: &'a [&'a str],
+    },
+}
+
+impl Since<'_> {
+    fn version(self) -> i64 {
+        match self {
+            Since::Stored(v) | Since::Served { version: v, .. } => v,
+        }
+    }
+
+    /// The version that must still be stored when the reads end.
+    fn stored(self) -> Option<i64> {
+        match self {
+            Since::Stored(v) => Some(v),
+            Since::Served { .. } => None,
+        }
+    }
+
+    /// The wallets removed between this version and `v`, given the ones
+    /// `rewritten` since; `None` when the changes are not whole.
+    fn removed(
+        self,
+        conn: &mut DbConnection,
+        v: i64,
+        rewritten: &HashSet<&str>,
+    ) -> Result<Option<Vec<String>>, StoreError> {
+        let from = self.version();
+        match self {
+            Since::Stored(_) => {
+                // The wallets whose rows were closed after `from`.
+                let closed_wallets = wallets::table
+                    .filter(wallets::valid_to.gt(from))
+                    .filter(wallets::valid_to.le(v))
+                    .select(wallets::address);
+                let closed: Vec<String> = closed_wallets.load(conn)?;
+                // Positions closed after `from` whose wallet row was not
+                // closed in the same range: a writer that closed them without
+                // rewriting or removing their wallet (counted in the
+                // database, not read out).
+                let closed_alone: i64 = positions::table
+                    .filter(positions::valid_to.gt(from))
+                    .filter(positions::valid_to.le(v))
+                    .filter(positions::address.ne_all(closed_wallets))
+                    .count()
+                    .get_result(conn)?;
+                Ok((closed_alone == 0).then(|| {
+                    closed
+                        .into_iter()
+                        .filter(|a| !rewritten.contains(a.as_str()))
+                        .collect()
+                }))
+            }
+            Since::Served {
+                wallets: served, ..
+            } => {
+                // The wallets valid at `v` and not written since `from`.
+                let kept: Vec<String> = wallets::table
+                    .filter(wallets::version.le(from))
+                    .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
+                    .select(wallets::address)
+                    .load(conn)?;
+                let kept: HashSet<&str> = kept.iter().map(String::as_str).collect();
+                let kept_served = served.iter().filter(|a| kept.contains(**a)).count();
+                Ok((kept_served == kept.len()).then(|| {
+                    served
+                        .iter()
+                        .filter(|a| !kept.contains(**a) && !rewritten.contains(**a))
+                        .map(|a| (*a).to_owned())
+                        .collect()
+                }))
+            }
+        }
     }
 }
 

@@ -297,6 +297,12 @@ diesel::table! {
 }
 
 diesel::joinable!(webhook_deliveries -> webhook_endpoints (endpoint_id));
+diesel::table! {
+    store_identity (id) {
+        id -> Text,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(webhook_endpoints, webhook_deliveries);
 // A change's check that every position closed after a version was closed
 // with its wallet (`Store::load_changes`) names both in one query.

@@ -301,12 +301,18 @@ fn current_levels_move_into_the_market_rows_and_back_exactly() {
         assert!(before.current_days[1].levels.is_empty());
 
         let mut conn = store.conn().unwrap();
-        let reverted = match &mut *conn {
-            DbConnection::Sqlite(c) => c.revert_last_migration(crate::SQLITE_MIGRATIONS),
-            DbConnection::Postgresql(c) => c.revert_last_migration(crate::POSTGRES_MIGRATIONS),
-        }
-        .unwrap();
-        assert!(reverted.to_string().ends_with("000012"), "{reverted}");
+        let mut revert = || {
+            match &mut *conn {
+                DbConnection::Sqlite(c) => c.revert_last_migration(crate::SQLITE_MIGRATIONS),
+                DbConnection::Postgresql(c) => c.revert_last_migration(crate::POSTGRES_MIGRATIONS),
+            }
+            .unwrap()
+            .to_string()
+        };
+        // (The migrations after it first.)
+        assert!(revert().ends_with("000013"));
+        let reverted = revert();
+        assert!(reverted.ends_with("000012"), "{reverted}");
         let rows: i64 = diesel::select(sql::<BigInt>("(SELECT COUNT(*) FROM current_levels)"))
             .get_result(&mut *conn)
             .unwrap();
@@ -319,7 +325,7 @@ fn current_levels_move_into_the_market_rows_and_back_exactly() {
         .unwrap();
         assert_eq!(short, ["0.000100 1200.50"], "decimals keep their text");
         drop(conn);
-        assert_eq!(store.migrate().unwrap(), 1);
+        assert_eq!(store.migrate().unwrap(), 2);
         let after = store.load_snapshot(&meta).unwrap().version;
         assert_eq!(after.current_days, before.current_days);
         assert_eq!(
@@ -598,6 +604,27 @@ fn position_split_is_at_the_median_of_the_position_counts() {
 /// the full state at that version, and pruning removes only rows no kept
 /// version can see.
 #[test]
+fn a_database_draws_its_identity_once() {
+    let identities: Vec<String> = stores()
+        .into_iter()
+        .map(|(store, _guard)| {
+            let id = store.identity().unwrap();
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+            assert_eq!(store.identity().unwrap(), id, "drawn once");
+            id
+        })
+        .collect();
+    let again: Vec<String> = stores()
+        .into_iter()
+        .map(|(store, _guard)| store.identity().unwrap())
+        .collect();
+    for (a, b) in identities.iter().zip(&again) {
+        assert_ne!(a, b, "another database, another identity");
+    }
+}
+
+#[test]
 fn incremental_publishes_read_back_as_whole_versions() {
     for (store, _guard) in stores() {
         let markets = vec![market("BTC", "1.5"), market("ETH", "2.5")];
@@ -780,6 +807,33 @@ fn incremental_publishes_read_back_as_whole_versions() {
         );
         assert_eq!(addresses(&at_v3), addresses(&at_v2));
         assert_eq!(keys(&at_v3), keys(&at_v2));
+        // A server that saved v1 catches up from the wallets it served,
+        // although v1 and the rows closed after it are gone.
+        let served: Vec<&str> = wallets.iter().map(|w| w.address.as_str()).collect();
+        let since_served = |served: &[&str]| {
+            store
+                .load_changes_since_served(v1, served, &v3_meta, 10, |t| {
+                    (t.symbol.to_owned(), t.address.to_owned())
+                })
+                .unwrap()
+        };
+        let caught_up = since_served(&served).unwrap();
+        assert_eq!(caught_up.wallets, [bb.clone(), dd.clone()]);
+        let mut positions = caught_up.positions.clone();
+        positions.sort();
+        assert_eq!(
+            positions,
+            [("BTC", "0xbb"), ("ETH", "0xdd")].map(|(s, a)| (s.to_owned(), a.to_owned()))
+        );
+        assert_eq!(caught_up.removed, ["0xcc"]);
+        assert_eq!(caught_up.markets, at_v3.version.markets);
+        // A saved version without a wallet valid since then: not whole.
+        assert!(since_served(&["0xbb", "0xcc"]).is_none());
+        // More changed wallets than asked for: load it whole.
+        assert!(store
+            .load_changes_since_served(v1, &served, &v3_meta, 1, |_| ())
+            .unwrap()
+            .is_none());
         assert!(
             store
                 .load_snapshot(&SnapshotMeta {

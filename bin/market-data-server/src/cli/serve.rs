@@ -119,6 +119,14 @@ pub struct ServeArgs {
         default_value = "market-data:ratelimit:token:"
     )]
     pub redis_key_prefix: String,
+    /// Where the server saves the data version it serves, so that its next
+    /// start serves it at once (then applies the changes stored since)
+    /// instead of reading and rendering every position again: written after
+    /// a version is loaded whole and when the server stops (a few hundred
+    /// MB at a million positions). Default: beside an SQLite database file
+    /// (`FILE.served`); with PostgreSQL, nowhere. `none` turns it off.
+    #[arg(long, env = "SAVED_VERSION", value_name = "PATH|none")]
+    pub saved_version: Option<String>,
     /// Database selection.
     #[command(flatten)]
     pub db: DbArgs,
@@ -184,6 +192,7 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
             limits,
             db,
             max_streams_per_key: args.max_streams_per_key,
+            saved: saved_version_path(args),
             ..Default::default()
         },
     )
@@ -256,6 +265,10 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
         // An attempt takes at most its 10 s timeout.
         deliveries.stop(std::time::Duration::from_secs(12));
     }
+    // The next start serves this version at once.
+    if let Some(saved) = &state.saved {
+        saved.save(&state.snapshot());
+    }
     // The usage of the last requests (the flusher writes every few seconds).
     match state.flush_usage() {
         Ok(()) => {
@@ -264,6 +277,25 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
         Err(e) => log::warn!(target: LOG, "could not record token usage at shutdown: {e}"),
     }
     Ok(())
+}
+
+/// Where `serve` saves its version: `--saved-version`, else beside an SQLite
+/// file (not an in-memory or URI database), else nowhere.
+fn saved_version_path(args: &ServeArgs) -> Option<std::path::PathBuf> {
+    match args.saved_version.as_deref() {
+        Some("none") => None,
+        Some(path) => Some(path.into()),
+        None => {
+            let url = &args.db.database_url;
+            let file = url.strip_prefix("sqlite://").unwrap_or(url);
+            let sqlite_file = market_store::BackendKind::from_url(url)
+                == market_store::BackendKind::Sqlite
+                && !file.is_empty()
+                && file != ":memory:"
+                && !file.starts_with("file:");
+            sqlite_file.then(|| format!("{file}.served").into())
+        }
+    }
 }
 
 /// The request path's database limits (`pool_size` makes room for them).
@@ -287,4 +319,55 @@ fn pool_size(args: &ServeArgs) -> u32 {
     // Room for the page renders, and the connections kept for key checks.
     let renders = db_options(args).concurrency as u32;
     base.max(renders + crate::state::db::RESERVED_CONNECTIONS)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+    use super::*;
+
+    fn saved_path(args: &[&str]) -> Option<std::path::PathBuf> {
+        let mut all = vec!["market-data-server", "serve"];
+        all.extend_from_slice(args);
+        let Command::Serve(serve) = Cli::try_parse_from(all).unwrap().command else {
+            panic!("serve parses as serve");
+        };
+        saved_version_path(&serve)
+    }
+
+    #[test]
+    fn the_saved_version_is_beside_an_sqlite_file_unless_named() {
+        let path = |s: &str| Some(std::path::PathBuf::from(s));
+        assert_eq!(
+            saved_path(&["--database-url", "data/m.db"]),
+            path("data/m.db.served")
+        );
+        assert_eq!(
+            saved_path(&["--database-url", "sqlite://m.db"]),
+            path("m.db.served")
+        );
+        for url in [
+            "postgres://u@h/db",
+            "postgresql://h/db",
+            ":memory:",
+            "file:m?mode=memory",
+        ] {
+            assert_eq!(saved_path(&["--database-url", url]), None, "{url}");
+        }
+        assert_eq!(
+            saved_path(&[
+                "--database-url",
+                "postgres://h/db",
+                "--saved-version",
+                "/var/cache/s"
+            ]),
+            path("/var/cache/s")
+        );
+        assert_eq!(
+            saved_path(&["--database-url", "m.db", "--saved-version", "none"]),
+            None
+        );
+    }
 }

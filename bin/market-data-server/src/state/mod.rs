@@ -18,6 +18,7 @@ use crate::metrics::{ServerMetrics, ServingSample};
 pub mod db;
 mod pages;
 pub mod reload;
+mod saved;
 pub mod stream;
 mod tokens;
 mod usage;
@@ -25,6 +26,7 @@ mod usage;
 pub use db::{DbGuard, DbOptions, Lane};
 pub use pages::{PageCache, PAGE_CACHE_BYTES};
 pub use reload::{Served, RELOAD_INTERVAL};
+pub use saved::SavedServing;
 pub use tokens::{TokenCache, TOKEN_CACHE_TTL};
 pub use usage::{UsageBuffer, UsageEndpoint, USAGE_FLUSH_INTERVAL};
 
@@ -51,6 +53,8 @@ pub struct AppState {
     pub db: Arc<DbGuard>,
     /// What the reloader pushes to open event streams.
     pub stream: Arc<stream::EventHub>,
+    /// Where the served version is saved for the next start, if anywhere.
+    pub saved: Option<Arc<SavedServing>>,
 }
 
 /// How a server state is set up.
@@ -67,6 +71,9 @@ pub struct StateOptions {
     /// Messages of the event streams' shared buffer: a stream further
     /// behind is closed ([`stream::BUFFER`]; tests make it small).
     pub stream_buffer: usize,
+    /// Where to save the served version and start from it
+    /// ([`SavedServing`]); `None`: always load from the database.
+    pub saved: Option<std::path::PathBuf>,
 }
 
 impl Default for StateOptions {
@@ -77,6 +84,7 @@ impl Default for StateOptions {
             db: Default::default(),
             max_streams_per_key: stream::MAX_STREAMS_PER_KEY,
             stream_buffer: stream::BUFFER,
+            saved: None,
         }
     }
 }
@@ -129,7 +137,12 @@ impl AppState {
             db,
             max_streams_per_key,
             stream_buffer,
+            saved,
         } = options;
+        let saved = match saved {
+            Some(path) => Some(Arc::new(SavedServing::new(path, &store)?)),
+            None => None,
+        };
         let reaper = reload::Reaper::start();
         let state = Arc::new(AppState {
             db: DbGuard::new(store.clone(), db),
@@ -145,9 +158,30 @@ impl AppState {
             metrics: ServerMetrics::new(),
             limits: crate::ratelimit::RateLimits::new(limits),
             stream: Arc::new(stream::EventHub::new(max_streams_per_key, stream_buffer)),
+            saved,
         });
+        state.start_from_saved()?;
         state.reload()?;
         Ok(state)
+    }
+
+    /// Serves the saved version brought up to the newest, when there is one
+    /// and it can be without a whole load ([`SavedServing::start`]); else
+    /// leaves the whole load to the reloader, without holding the saved
+    /// version meanwhile.
+    fn start_from_saved(&self) -> Result<(), StoreError> {
+        let Some(saved) = &self.saved else {
+            return Ok(());
+        };
+        let Some(snapshot) = saved.start(&self.store)? else {
+            return Ok(());
+        };
+        let previous = self.snapshot.swap(Arc::new(self.reaper.serve(snapshot)));
+        // As after any version served: the event streams start after the
+        // events stored so far.
+        self.stream
+            .publish(&self.store, &previous, &self.snapshot.load())?;
+        Ok(())
     }
 
     /// The snapshot being served. Handlers take it once per request, so one

@@ -8,6 +8,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use market_engine::VersionChanges;
 use market_snapshot::{RenderedPosition, Snapshot};
 use market_store::{SnapshotMeta, Store, StoreError};
 
@@ -26,7 +27,7 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 const RETIRE_WAIT: Duration = Duration::from_secs(10);
 /// Nice value of the reloader thread (and the threads it starts): loading
 /// and rendering a new version yields the CPU to the HTTP workers.
-const RELOADER_NICE: i32 = 10;
+pub(super) const RELOADER_NICE: i32 = 10;
 
 /// A served data version. Whoever lets go of it last (the reloader, or a
 /// response still being written to a slow client), its snapshot is freed on
@@ -147,12 +148,43 @@ pub fn changed_snapshot(
     else {
         return Ok(None);
     };
+    Ok(Some(applied(current, meta, c)))
+}
+
+/// [`changed_snapshot`] from a version that may have been pruned from the
+/// store since (a saved version): the wallets it served tell which were
+/// removed.
+pub fn caught_up_snapshot(
+    store: &Store,
+    current: &Snapshot,
+    meta: &SnapshotMeta,
+) -> Result<Option<(Snapshot, AppliedCounts)>, StoreError> {
+    let served: Vec<&str> = current.wallet_addresses().collect();
+    let Some(c) = store.load_changes_since_served(
+        current.version,
+        &served,
+        meta,
+        current.wallet_count() / 2 + 1000,
+        RenderedPosition::from_text,
+    )?
+    else {
+        return Ok(None);
+    };
+    drop(served);
+    Ok(Some(applied(current, meta, c)))
+}
+
+/// `current` with `c` applied, and what it changed.
+fn applied(
+    current: &Snapshot,
+    meta: &SnapshotMeta,
+    c: VersionChanges<RenderedPosition>,
+) -> (Snapshot, AppliedCounts) {
     let counts = AppliedCounts {
         changed: c.wallets.len(),
         removed: c.removed.len(),
     };
-    let next = current.apply_rendered(meta.version, c);
-    Ok(Some((next, counts)))
+    (current.apply_rendered(meta.version, c), counts)
 }
 
 /// The data version `meta` loaded whole.
@@ -225,6 +257,11 @@ impl AppState {
         let waited = Instant::now();
         let freed = self.reaper.wait_freed(retiring, RETIRE_WAIT);
         let freed_ms = waited.elapsed().as_millis();
+        // The next start serves this version at once (and applies the
+        // changes since).
+        if let Some(saved) = self.saved.as_ref().filter(|s| whole || s.due()) {
+            saved.save_in_background(self.snapshot.load_full());
+        }
         if whole {
             // A whole load freed its rows and model structs (several hundred
             // MB); an applied change frees little, and mostly large blocks

@@ -443,6 +443,8 @@ mod tests {
         let mut served_rendered =
             Snapshot::build(1, materialize("perpnet", input.clone()).unwrap());
         let mut previous = materialize("perpnet", input.clone()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let saved = dir.path().join("served");
         for round in 2..40 {
             input.observed_at += time::Duration::minutes(1);
             if round % 7 == 0 {
@@ -505,6 +507,14 @@ mod tests {
                 removed: changed.removed.clone(),
             };
             served = served.apply(round, changed);
+            // A server restarted from the version it saved serves the same,
+            // and applies the next changes alike.
+            if round % 2 == 0 {
+                served.save(&saved, "test").unwrap();
+                let restored = Snapshot::load_saved(&saved).unwrap();
+                assert_eq!(restored.part.markets, served.part.markets);
+                served = restored;
+            }
             served_rendered = served_rendered.apply_rendered(round, read_back);
             let rebuilt = Snapshot::build(round, now.clone());
             assert_eq!(everything(&served), everything(&rebuilt), "round {round}");

@@ -245,21 +245,27 @@ impl Snapshot {
             }
             (positions.join().expect("building positions"), index)
         });
-        let mut lists: Vec<Vec<Arc<PositionItem>>> = vec![Vec::new(); index.slots.len()];
-        for m in &positions {
-            for p in &m.all {
-                lists[p.wallet as usize].push(p.clone());
-            }
-        }
         Snapshot {
             version,
             observed_at,
+            by_wallet: by_wallet(&positions, index.slots.len()),
             part,
             positions,
             wallets: index,
-            by_wallet: wallet_positions(lists),
         }
     }
+}
+
+/// Each of `slots` wallet slots' positions, from every market's items (in
+/// market order, so equal values stay in symbol order).
+pub(super) fn by_wallet(positions: &[Arc<MarketPositions>], slots: usize) -> Vec<WalletPositions> {
+    let mut lists: Vec<Vec<Arc<PositionItem>>> = vec![Vec::new(); slots];
+    for m in positions {
+        for p in &m.all {
+            lists[p.wallet as usize].push(p.clone());
+        }
+    }
+    wallet_positions(lists)
 }
 
 #[cfg(test)]

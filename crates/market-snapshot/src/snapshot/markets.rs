@@ -70,6 +70,19 @@ pub(super) struct MarketsPart {
     pub(super) cohorts_json: JsonItems,
 }
 
+/// A [`MarketsPart`] without its lookups (which are derived): what a saved
+/// snapshot holds of it.
+#[derive(Debug)]
+pub(super) struct Rendered {
+    pub(super) markets: Vec<Market>,
+    pub(super) market_json: JsonItems,
+    pub(super) market_lists: HashMap<(MarketSort, SortOrder), Vec<u8>>,
+    pub(super) current_days: JsonItems,
+    pub(super) current_day_symbols: Vec<String>,
+    pub(super) coverage_json: Vec<u8>,
+    pub(super) cohorts_json: JsonItems,
+}
+
 impl MarketsPart {
     pub(super) fn new(
         mut markets: Vec<Market>,
@@ -80,18 +93,6 @@ impl MarketsPart {
     ) -> MarketsPart {
         markets.sort_by(|a, b| a.symbol.cmp(&b.symbol));
         current_days.sort_by(|a, b| a.network_asset_symbol.cmp(&b.network_asset_symbol));
-        let by_symbol: HashMap<String, usize, foldhash::fast::RandomState> = markets
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.symbol.clone(), i))
-            .collect();
-        let mut by_canonical: HashMap<String, Vec<usize>> = HashMap::new();
-        for (i, m) in markets.iter().enumerate() {
-            if market_model::symbol::dex_of(&m.symbol).is_some() {
-                let coin = market_model::symbol::canonical_of(&m.symbol);
-                by_canonical.entry(coin.to_owned()).or_default().push(i);
-            }
-        }
         let mut market_json = JsonItems::default();
         for m in &markets {
             market_json.push(m);
@@ -140,11 +141,9 @@ impl MarketsPart {
                 });
             cohorts_json.push(&c);
         }
-        MarketsPart {
+        MarketsPart::indexed(Rendered {
             markets,
             market_json,
-            by_symbol,
-            by_canonical,
             market_lists,
             current_days: current_json,
             current_day_symbols: current_days
@@ -152,6 +151,42 @@ impl MarketsPart {
                 .map(|d| d.network_asset_symbol)
                 .collect(),
             coverage_json: serde_json::to_vec(coverage).expect("model types serialize"),
+            cohorts_json,
+        })
+    }
+
+    /// The part of `rendered`, with its symbol lookups.
+    pub(super) fn indexed(rendered: Rendered) -> MarketsPart {
+        let Rendered {
+            markets,
+            market_json,
+            market_lists,
+            current_days,
+            current_day_symbols,
+            coverage_json,
+            cohorts_json,
+        } = rendered;
+        let by_symbol: HashMap<String, usize, foldhash::fast::RandomState> = markets
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.symbol.clone(), i))
+            .collect();
+        let mut by_canonical: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, m) in markets.iter().enumerate() {
+            if market_model::symbol::dex_of(&m.symbol).is_some() {
+                let coin = market_model::symbol::canonical_of(&m.symbol);
+                by_canonical.entry(coin.to_owned()).or_default().push(i);
+            }
+        }
+        MarketsPart {
+            markets,
+            market_json,
+            by_symbol,
+            by_canonical,
+            market_lists,
+            current_days,
+            current_day_symbols,
+            coverage_json,
             cohorts_json,
         }
     }

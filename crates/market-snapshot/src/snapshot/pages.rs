@@ -82,6 +82,26 @@ impl JsonItems {
     pub fn item(&self, i: usize) -> &[u8] {
         &self.bytes[self.starts[i]..self.starts[i + 1] - 1]
     }
+
+    /// The rendered bytes and where each item starts (a saved snapshot).
+    pub(super) fn parts(&self) -> (&[u8], &[usize]) {
+        (&self.bytes, &self.starts)
+    }
+
+    /// The items of `parts` read back, if they are items: `starts` begins
+    /// at 0 (or is empty with `bytes`), grows, ends at the end of `bytes`,
+    /// and each item is followed by its comma.
+    pub(super) fn from_parts(bytes: Vec<u8>, starts: Vec<usize>) -> Option<JsonItems> {
+        let whole = match (starts.first(), starts.last()) {
+            (None, None) => bytes.is_empty(),
+            (Some(&first), Some(&last)) => first == 0 && last == bytes.len(),
+            _ => false,
+        };
+        let items = starts
+            .windows(2)
+            .all(|w| w[0] < w[1] && bytes.get(w[1] - 1) == Some(&b','));
+        (whole && items).then_some(JsonItems { bytes, starts })
+    }
 }
 
 /// A page of rendered items.

@@ -238,6 +238,14 @@ impl Snapshot {
     pub fn wallet_count(&self) -> usize {
         self.wallets.by_address.len()
     }
+
+    /// The addresses of the wallets served, in address order.
+    pub fn wallet_addresses(&self) -> impl Iterator<Item = &str> {
+        self.wallets
+            .by_address
+            .iter()
+            .map(|&slot| self.wallets.address(slot))
+    }
 }
 
 #[cfg(test)]

@@ -30,14 +30,33 @@ const _: () = assert!(WalletSort::ALL.len() == 5);
 
 impl WalletItem {
     pub(super) fn new(w: &Wallet) -> WalletItem {
-        WalletItem {
-            json: render(w),
-            address: w.address.as_str().into(),
-            prefix: address_prefix(&w.address),
-            keys: std::array::from_fn(|s| {
+        WalletItem::from_parts(
+            render(w),
+            w.address.as_str().into(),
+            std::array::from_fn(|s| {
                 wallet_value(w, WalletSort::ALL[s]).map(|d| SortKey::new(&d.0))
             }),
+        )
+    }
+
+    /// The item of a wallet rendered as `json`, with its address and the
+    /// value of every sort key in [`WalletSort::ALL`] order.
+    pub(super) fn from_parts(
+        json: Box<[u8]>,
+        address: Box<str>,
+        keys: [Option<SortKey>; 5],
+    ) -> WalletItem {
+        WalletItem {
+            json,
+            prefix: address_prefix(&address),
+            address,
+            keys,
         }
+    }
+
+    /// The value of every sort key, in [`WalletSort::ALL`] order.
+    pub(super) fn keys(&self) -> &[Option<SortKey>; 5] {
+        &self.keys
     }
 
     pub(super) fn key(&self, sort: WalletSort) -> Option<&SortKey> {

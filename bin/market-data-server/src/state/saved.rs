@@ -1,0 +1,181 @@
+//! The served version saved beside the database, so that the next start
+//! serves it at once instead of reading and rendering every position again:
+//! written after a version is loaded whole, every [`SAVE_EVERY`] while new
+//! versions come, and when the server stops; read at start when it was
+//! saved from this database by this build, then brought up to the newest
+//! version with the changes stored since (from the closed rows while the
+//! saved version is stored, from the wallets it served once it is pruned).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use market_snapshot::{SavedError, Snapshot};
+use market_store::{Store, StoreError};
+
+use super::reload;
+
+/// Where a server saves its version, the database it names as the
+/// version's origin, and the lock that keeps two saves of one process from
+/// writing at once.
+#[derive(Debug)]
+pub struct SavedServing {
+    path: PathBuf,
+    origin: String,
+    /// When the last save began.
+    writing: Mutex<Option<Instant>>,
+}
+
+/// How often a server saves the version it serves while new versions keep
+/// coming (besides after a whole load and at a stop): a start after a crash
+/// then catches up with at most this much of changes.
+pub const SAVE_EVERY: Duration = Duration::from_secs(600);
+
+impl SavedServing {
+    /// Saves to and starts from `path`; `store` names the origin.
+    pub fn new(path: PathBuf, store: &Store) -> Result<SavedServing, StoreError> {
+        Ok(SavedServing {
+            path,
+            origin: format!("database {}", store.identity()?),
+            // The file was written at the last stop or whole load.
+            writing: Mutex::new(Some(Instant::now())),
+        })
+    }
+
+    /// The saved version brought up to the newest version of `store`, when
+    /// the file is one this build saved from this database and it can be
+    /// brought up without a whole load; `None`, with the reason logged,
+    /// otherwise.
+    pub fn start(&self, store: &Store) -> Result<Option<Snapshot>, StoreError> {
+        let started = Instant::now();
+        let path = self.path.display();
+        let Some(latest) = store.latest_snapshot()? else {
+            return Ok(None);
+        };
+        let saved = match Snapshot::saved_version(&self.path) {
+            Ok(saved) => saved,
+            Err(SavedError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                log::info!("no saved version at {path}: loading from the database");
+                return Ok(None);
+            }
+            Err(e) => {
+                log::warn!("not starting from {path}: {e}; loading from the database");
+                return Ok(None);
+            }
+        };
+        // The version still stored must be the one saved; one pruned since
+        // is caught up with from the wallets it served.
+        let stored = store.stored_version(saved.version)?;
+        let same = saved.origin == self.origin
+            && saved.version <= latest.version
+            && stored.as_ref().is_none_or(|(meta, wallets, positions)| {
+                meta.observed_at == saved.observed_at
+                    && (*wallets, *positions) == (saved.wallets, saved.positions)
+            });
+        if !same {
+            log::info!(
+                "the version saved at {path} (version {}, {}) is not one of this database: loading from the database",
+                saved.version,
+                saved.origin
+            );
+            return Ok(None);
+        }
+        let snapshot = match Snapshot::load_saved(&self.path) {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                log::warn!("not starting from {path}: {e}; loading from the database");
+                return Ok(None);
+            }
+        };
+        log::info!(
+            "read data version {} from {path} in {} ms",
+            snapshot.version,
+            started.elapsed().as_millis()
+        );
+        if snapshot.version == latest.version {
+            return Ok(Some(snapshot));
+        }
+        let next = if stored.is_some() {
+            reload::changed_snapshot(store, &snapshot, &latest)?
+        } else {
+            reload::caught_up_snapshot(store, &snapshot, &latest)?
+        };
+        drop(snapshot);
+        let Some((next, counts)) = next else {
+            log::info!(
+                "the changes since the saved version {} cannot be applied: loading version {} whole",
+                saved.version,
+                latest.version
+            );
+            return Ok(None);
+        };
+        // What the writer counted in the newest version: a check of the
+        // changes read without the closed rows of a pruned version.
+        let (positions, wallets) = next.counts();
+        let counted = store
+            .stored_version(latest.version)?
+            .map(|(_, wallets, positions)| (wallets, positions));
+        if counted != Some((wallets as u64, positions as u64)) {
+            log::warn!(
+                "the saved version {} brought up to version {} serves {wallets} wallets and {positions} positions, not the {counted:?} stored: loading it whole",
+                saved.version,
+                latest.version
+            );
+            return Ok(None);
+        }
+        log::info!(
+            "applied {} changed and {} removed wallets to the saved version {}: ready in {} ms",
+            counts.changed,
+            counts.removed,
+            saved.version,
+            started.elapsed().as_millis()
+        );
+        Ok(Some(next))
+    }
+
+    /// Saves `snapshot` (whole or not at all), logging the outcome.
+    pub fn save(&self, snapshot: &Snapshot) {
+        let mut last = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let started = Instant::now();
+        *last = Some(started);
+        match snapshot.save(&self.path, &self.origin) {
+            Ok(bytes) => log::info!(
+                "saved data version {} to {} ({} MB) in {} ms",
+                snapshot.version,
+                self.path.display(),
+                bytes >> 20,
+                started.elapsed().as_millis()
+            ),
+            Err(e) => log::warn!(
+                "could not save data version {} to {}: {e}",
+                snapshot.version,
+                self.path.display()
+            ),
+        }
+    }
+
+    /// Whether the last save began [`SAVE_EVERY`] ago or more (and none
+    /// is running).
+    pub fn due(&self) -> bool {
+        self.writing
+            .try_lock()
+            .is_ok_and(|last| last.is_none_or(|t| t.elapsed() >= SAVE_EVERY))
+    }
+
+    /// [`SavedServing::save`] on a thread of its own, at a low priority.
+    pub fn save_in_background<S>(self: &Arc<Self>, snapshot: Arc<S>)
+    where
+        S: std::ops::Deref<Target = Snapshot> + Send + Sync + 'static,
+    {
+        let saved = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("snapshot-saver".into())
+            .spawn(move || {
+                crate::platform::lower_thread_priority(reload::RELOADER_NICE);
+                saved.save(&snapshot);
+            });
+        if let Err(e) = spawned {
+            log::warn!("could not start saving the served version: {e}");
+        }
+    }
+}

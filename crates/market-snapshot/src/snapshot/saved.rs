@@ -1,0 +1,691 @@
+//! A served version saved to a file and read back as it was served: every
+//! item as rendered, every order as sorted ([`Snapshot::save`],
+//! [`Snapshot::load_saved`]). A server that starts from a saved version
+//! renders and sorts nothing; it then applies the changes stored since.
+//!
+//! The file: 8 magic bytes; the [`Header`]; the markets part (one
+//! length-prefixed record); the wallet slots (a count, then one record a
+//! slot); the free slots, the address order, the filter flags and the
+//! unfiltered list of every wallet order; each market's positions (a count,
+//! then one record a position, in page order); then the CRC-32 of all of it,
+//! 4 bytes little-endian. Records are postcard. What is derived (the
+//! lookups by symbol and address, the filtered wallet lists, the long and
+//! short subsets, each wallet's positions) is rebuilt, not saved.
+//!
+//! A file saved by another build, or that does not read back whole (short,
+//! a failed checksum, an index out of range), is an error: the caller then
+//! loads the version from its database.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use market_engine::SortKey;
+use market_model::{Direction, MarketPositionText, MarketSort, PlainDecimal, SortOrder, Wallet};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use super::build::by_wallet;
+use super::markets::{MarketPositions, MarketsPart, PositionItem, Rendered};
+use super::pages::JsonItems;
+use super::wallets::{filtered_lists, sort_orders, AddressIndex, WalletItem, Wallets};
+use super::Snapshot;
+use crate::rendered::RenderedPosition;
+
+const MAGIC: [u8; 8] = *b"MDSAVED\n";
+/// The layout's version: raised whenever the records change.
+const FORMAT: u32 = 1;
+/// Read and write buffers.
+const BUFFER: usize = 1 << 20;
+/// No rendered item or address of a sound file is near this large.
+const MAX_ITEM: u64 = 16 << 20;
+/// Nor its markets record.
+const MAX_MARKETS: u64 = 256 << 20;
+
+/// Why a saved version was not read (or not written).
+#[derive(Debug, thiserror::Error)]
+pub enum SavedError {
+    /// The file could not be read or written.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// Saved by a build that renders or lays out items differently.
+    #[error("saved by another build ({0})")]
+    OtherBuild(String),
+    /// Not a whole saved version (cut short, corrupted, or not one at all).
+    #[error("not a whole saved version: {0}")]
+    Corrupt(String),
+}
+
+impl From<postcard::Error> for SavedError {
+    fn from(e: postcard::Error) -> SavedError {
+        SavedError::Corrupt(e.to_string())
+    }
+}
+
+fn corrupt(what: &str) -> SavedError {
+    SavedError::Corrupt(what.to_owned())
+}
+
+/// What a saved file holds, read from its header alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavedVersion {
+    /// Where the version came from, as the saver named it (a server names
+    /// its database).
+    pub origin: String,
+    /// The data version.
+    pub version: i64,
+    /// When its data was observed.
+    pub observed_at: OffsetDateTime,
+    /// Positions served.
+    pub positions: u64,
+    /// Wallets served.
+    pub wallets: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header<'a> {
+    format: u32,
+    #[serde(borrow)]
+    build: Cow<'a, str>,
+    rendering: u32,
+    #[serde(borrow)]
+    origin: Cow<'a, str>,
+    version: i64,
+    observed_at_ns: i128,
+    positions: u64,
+    wallets: u64,
+    /// The longest byte or text field of any slot or position record (the
+    /// reader's scratch space).
+    largest: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+enum KeyRecord<'a> {
+    Small(i64, i16),
+    Big(#[serde(borrow)] Cow<'a, str>),
+}
+
+impl KeyRecord<'_> {
+    fn of(key: &SortKey) -> KeyRecord<'_> {
+        match key {
+            SortKey::Small { mantissa, scale } => KeyRecord::Small(*mantissa, *scale),
+            SortKey::Big(d) => KeyRecord::Big(Cow::Owned(d.to_string())),
+        }
+    }
+
+    fn key(self) -> Result<SortKey, SavedError> {
+        match self {
+            KeyRecord::Small(mantissa, scale) => Ok(SortKey::Small { mantissa, scale }),
+            KeyRecord::Big(text) => text
+                .parse()
+                .map(|d| SortKey::Big(Box::new(d)))
+                .map_err(|_| corrupt("a sort key is not a decimal")),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct PositionRecord<'a> {
+    #[serde(borrow, with = "serde_bytes")]
+    json: Cow<'a, [u8]>,
+    value: KeyRecord<'a>,
+    wallet: u32,
+    long: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WalletRecord<'a> {
+    #[serde(borrow, with = "serde_bytes")]
+    json: Cow<'a, [u8]>,
+    #[serde(borrow)]
+    address: Cow<'a, str>,
+    keys: [Option<KeyRecord<'a>>; 5],
+}
+
+#[derive(Serialize, Deserialize)]
+struct ItemsRecord<'a> {
+    #[serde(borrow, with = "serde_bytes")]
+    bytes: Cow<'a, [u8]>,
+    starts: Vec<u64>,
+}
+
+impl ItemsRecord<'_> {
+    fn of(items: &JsonItems) -> ItemsRecord<'_> {
+        let (bytes, starts) = items.parts();
+        ItemsRecord {
+            bytes: Cow::Borrowed(bytes),
+            starts: starts.iter().map(|&s| s as u64).collect(),
+        }
+    }
+
+    fn items(self) -> Result<JsonItems, SavedError> {
+        let starts = self
+            .starts
+            .into_iter()
+            .map(usize::try_from)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| corrupt("an item offset"))?;
+        JsonItems::from_parts(self.bytes.into_owned(), starts)
+            .ok_or_else(|| corrupt("rendered items out of bounds"))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct MarketsRecord<'a> {
+    /// The markets as JSON (they are read back as models).
+    #[serde(borrow, with = "serde_bytes")]
+    markets: Cow<'a, [u8]>,
+    market_json: ItemsRecord<'a>,
+    /// In `MarketSort::ALL` order, ascending then descending.
+    #[serde(borrow)]
+    market_lists: Vec<Blob<'a>>,
+    current_days: ItemsRecord<'a>,
+    current_day_symbols: Vec<Cow<'a, str>>,
+    #[serde(borrow, with = "serde_bytes")]
+    coverage_json: Cow<'a, [u8]>,
+    cohorts_json: ItemsRecord<'a>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Blob<'a>(#[serde(borrow, with = "serde_bytes")] Cow<'a, [u8]>);
+
+fn market_orders() -> impl Iterator<Item = (MarketSort, SortOrder)> {
+    MarketSort::ALL
+        .iter()
+        .flat_map(|&sort| [SortOrder::Asc, SortOrder::Desc].map(|order| (sort, order)))
+}
+
+/// A fingerprint of how this build renders a position and a wallet: a file
+/// saved by a build that renders them otherwise is not read.
+fn rendering() -> u32 {
+    static RENDERING: OnceLock<u32> = OnceLock::new();
+    *RENDERING.get_or_init(|| {
+        let mut hasher = crc32fast::Hasher::new();
+        let d = |text| PlainDecimal::new(text).expect("a plain decimal");
+        let position = RenderedPosition::from_text(&MarketPositionText {
+            address: "0x0000000000000000000000000000000000000001",
+            label: None,
+            tags: &[],
+            symbol: "xyz:TSLA",
+            direction: Direction::Short,
+            position_value: d("1234.5"),
+            liq_price: Some(d("0.001")),
+            observed_at: OffsetDateTime::UNIX_EPOCH,
+            leverage: d("20"),
+            size: d("-3.25"),
+            size_unit: "xyz:TSLA",
+            u_pnl: d("-12.5"),
+            u_pnl_pct: d("-1.01"),
+            entry_price: d("380.1"),
+            mark_price: d("379.85"),
+            margin: d("61.72"),
+            funding_cost: d("0.03"),
+        })
+        .labelled(Some("a \"label\""), &["tag".to_owned()]);
+        hasher.update(&position.json);
+        match sample_wallet() {
+            Some(w) => hasher.update(&WalletItem::new(&w).json),
+            None => hasher.update(b"the wallet sample does not parse"),
+        }
+        hasher.finalize()
+    })
+}
+
+fn sample_wallet() -> Option<Wallet> {
+    serde_json::from_value(serde_json::json!({
+        "address": "0x0000000000000000000000000000000000000001",
+        "label": "a \"label\"",
+        "tags": ["tag"],
+        "kols": [],
+        "sizeClass": "whale",
+        "direction": "long",
+        "accountTotalValue": "1000000.5",
+        "totalPositionValue": "2500000",
+        "longValue": "2500000",
+        "shortValue": "0",
+        "leverage": "2.5",
+        "positions": 1,
+        "observedAt": "1970-01-01T00:00:00Z",
+        "netPnl": "-1.25",
+        "roi": "0.1",
+        "winRate": "0.5",
+    }))
+    .ok()
+}
+
+impl Snapshot {
+    /// Writes this version to `path` whole or not at all: to a file beside
+    /// it, synced, then renamed over it. `origin` names where the version
+    /// came from ([`SavedVersion::origin`]). Returns the bytes written.
+    pub fn save(&self, path: &Path, origin: &str) -> Result<u64, SavedError> {
+        let temp = temp_path(path);
+        let written = self.save_to(&temp, origin).and_then(|n| {
+            std::fs::rename(&temp, path)?;
+            Ok(n)
+        });
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        written
+    }
+
+    fn save_to(&self, path: &Path, origin: &str) -> Result<u64, SavedError> {
+        let file = File::create(path)?;
+        let mut out = BufWriter::with_capacity(BUFFER, Checksummed::new(file));
+        out.write_all(&MAGIC)?;
+        let slots = &self.wallets.slots;
+        let largest = slots
+            .iter()
+            .flatten()
+            .map(|w| w.json.len().max(w.address.len()))
+            .chain(
+                self.positions
+                    .iter()
+                    .flat_map(|m| m.all.iter().map(|p| p.json.len())),
+            )
+            .max()
+            .unwrap_or(0);
+        let (positions, wallets) = self.counts();
+        let header = Header {
+            format: FORMAT,
+            build: Cow::Borrowed(env!("CARGO_PKG_VERSION")),
+            rendering: rendering(),
+            origin: Cow::Borrowed(origin),
+            version: self.version,
+            observed_at_ns: self.observed_at.unix_timestamp_nanos(),
+            positions: positions as u64,
+            wallets: wallets as u64,
+            largest: largest as u64,
+        };
+        postcard::to_io(&header, &mut out)?;
+        let part = &self.part;
+        let markets = MarketsRecord {
+            markets: Cow::Owned(serde_json::to_vec(&part.markets).expect("models serialize")),
+            market_json: ItemsRecord::of(&part.market_json),
+            market_lists: market_orders()
+                .map(|k| Blob(Cow::Borrowed(&part.market_lists[&k])))
+                .collect(),
+            current_days: ItemsRecord::of(&part.current_days),
+            current_day_symbols: part
+                .current_day_symbols
+                .iter()
+                .map(|s| Cow::Borrowed(s.as_str()))
+                .collect(),
+            coverage_json: Cow::Borrowed(&part.coverage_json),
+            cohorts_json: ItemsRecord::of(&part.cohorts_json),
+        };
+        let markets = postcard::to_allocvec(&markets)?;
+        out.write_all(&(markets.len() as u64).to_le_bytes())?;
+        out.write_all(&markets)?;
+        postcard::to_io(&(slots.len() as u64), &mut out)?;
+        for slot in slots {
+            let record = slot.as_deref().map(|w| WalletRecord {
+                json: Cow::Borrowed(&w.json),
+                address: Cow::Borrowed(&w.address),
+                keys: std::array::from_fn(|i| w.keys()[i].as_ref().map(KeyRecord::of)),
+            });
+            postcard::to_io(&record, &mut out)?;
+        }
+        let w = &self.wallets;
+        postcard::to_io(&w.free, &mut out)?;
+        postcard::to_io(&w.by_address, &mut out)?;
+        postcard::to_io(&w.flags, &mut out)?;
+        for k in sort_orders() {
+            postcard::to_io(&w.orders[&k][0], &mut out)?;
+        }
+        postcard::to_io(&(self.positions.len() as u64), &mut out)?;
+        for m in &self.positions {
+            postcard::to_io(&(m.all.len() as u64), &mut out)?;
+            for p in &m.all {
+                let record = PositionRecord {
+                    json: Cow::Borrowed(&p.json),
+                    value: KeyRecord::of(&p.value),
+                    wallet: p.wallet,
+                    long: p.direction == Direction::Long,
+                };
+                postcard::to_io(&record, &mut out)?;
+            }
+        }
+        let Checksummed {
+            inner: mut file,
+            hasher,
+            bytes,
+        } = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+        file.write_all(&hasher.finalize().to_le_bytes())?;
+        file.sync_all()?;
+        Ok(bytes + 4)
+    }
+
+    /// What the file at `path` holds, read from its header; an error when it
+    /// is not a file this build saved.
+    pub fn saved_version(path: &Path) -> Result<SavedVersion, SavedError> {
+        let mut input = BufReader::new(File::open(path)?);
+        let mut scratch = [0; 1024];
+        read_header(&mut input, &mut scratch).map(|(v, _)| v)
+    }
+
+    /// Reads the version saved at `path` ([`Snapshot::save`]), served as it
+    /// was when it was saved.
+    pub fn load_saved(path: &Path) -> Result<Snapshot, SavedError> {
+        let mut file = File::open(path)?;
+        let len = file.metadata()?.len();
+        let body = len
+            .checked_sub(4)
+            .ok_or_else(|| corrupt("shorter than its checksum"))?;
+        let mut input =
+            BufReader::with_capacity(BUFFER, Checksummed::new(Read::by_ref(&mut file).take(body)));
+        let mut small = [0; 1024];
+        let (saved, largest) = read_header(&mut input, &mut small)?;
+        if largest > MAX_ITEM {
+            return Err(corrupt("a field larger than any item"));
+        }
+        let mut scratch = vec![0; largest as usize + 64];
+        let part = read_markets(&mut input)?;
+        let slots = read_count(&mut input, &mut scratch)?;
+        let mut wallet_slots = Vec::with_capacity(slots.min(1 << 24));
+        for _ in 0..slots {
+            let (record, _) =
+                postcard::from_io::<Option<WalletRecord>, _>((&mut input, &mut scratch[..]))?;
+            wallet_slots.push(match record {
+                Some(r) => Some(Arc::new(wallet_item(r)?)),
+                None => None,
+            });
+        }
+        let read_list = |input: &mut BufReader<_>, scratch: &mut [u8]| -> Result<Vec<u32>, _> {
+            postcard::from_io::<Vec<u32>, _>((input, scratch)).map(|(list, _)| list)
+        };
+        let free = read_list(&mut input, &mut scratch)?;
+        let by_address = read_list(&mut input, &mut scratch)?;
+        let (flags, _) = postcard::from_io::<Vec<u8>, _>((&mut input, &mut scratch[..]))?;
+        let mut unfiltered = Vec::new();
+        for k in sort_orders() {
+            unfiltered.push((k, read_list(&mut input, &mut scratch)?));
+        }
+        let markets = read_count(&mut input, &mut scratch)?;
+        if markets != part.markets.len() {
+            return Err(corrupt("positions of another number of markets"));
+        }
+        let mut positions = Vec::with_capacity(markets);
+        for _ in 0..markets {
+            let n = read_count(&mut input, &mut scratch)?;
+            let mut all = Vec::with_capacity(n.min(1 << 24));
+            for _ in 0..n {
+                let (r, _) =
+                    postcard::from_io::<PositionRecord, _>((&mut input, &mut scratch[..]))?;
+                all.push(Arc::new(PositionItem {
+                    json: r.json.into_owned().into_boxed_slice(),
+                    value: r.value.key()?,
+                    wallet: r.wallet,
+                    direction: if r.long {
+                        Direction::Long
+                    } else {
+                        Direction::Short
+                    },
+                }));
+            }
+            positions.push(all);
+        }
+        // The whole body was read, and it is what was written.
+        if !input.fill_buf()?.is_empty() {
+            return Err(corrupt("bytes after the last market"));
+        }
+        let computed = input.into_inner().hasher.finalize();
+        let mut stored = [0; 4];
+        file.read_exact(&mut stored)?;
+        if u32::from_le_bytes(stored) != computed {
+            return Err(corrupt("the checksum does not match"));
+        }
+        let occupied = |s: &u32| wallet_slots.get(*s as usize).is_some_and(Option::is_some);
+        let wallets = wallet_slots.iter().flatten().count();
+        let whole_list = |l: &[u32]| l.len() == wallets && l.iter().all(occupied);
+        let sound = flags.len() == slots
+            && whole_list(&by_address)
+            && unfiltered.iter().all(|(_, l)| whole_list(l))
+            && free.iter().all(|s| !occupied(s) && (*s as usize) < slots)
+            && positions.iter().flatten().all(|p| occupied(&p.wallet))
+            && saved.wallets == wallets as u64
+            && saved.positions == positions.iter().map(Vec::len).sum::<usize>() as u64;
+        if !sound {
+            return Err(corrupt("an index names no wallet, or the counts differ"));
+        }
+        let mut orders = HashMap::new();
+        for (k, list) in unfiltered {
+            orders.insert(k, filtered_lists(list, &flags));
+        }
+        let wallets = Wallets {
+            by_hash: AddressIndex::new(&wallet_slots),
+            slots: wallet_slots,
+            free,
+            by_address,
+            orders,
+            flags,
+        };
+        let positions: Vec<Arc<MarketPositions>> = positions
+            .into_iter()
+            .map(|all| Arc::new(MarketPositions::new(all)))
+            .collect();
+        Ok(Snapshot {
+            version: saved.version,
+            observed_at: saved.observed_at,
+            by_wallet: by_wallet(&positions, wallets.slots.len()),
+            part,
+            positions,
+            wallets,
+        })
+    }
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{}.tmp", std::process::id()));
+    PathBuf::from(name)
+}
+
+fn read_header(
+    input: &mut impl Read,
+    scratch: &mut [u8],
+) -> Result<(SavedVersion, u64), SavedError> {
+    let mut magic = [0; 8];
+    input.read_exact(&mut magic)?;
+    if magic != MAGIC {
+        return Err(corrupt("not a saved version"));
+    }
+    let (h, _) = postcard::from_io::<Header, _>((input, scratch))?;
+    let ours = (FORMAT, env!("CARGO_PKG_VERSION"), rendering());
+    if (h.format, h.build.as_ref(), h.rendering) != ours {
+        return Err(SavedError::OtherBuild(format!(
+            "format {}, version {}, rendering {:08x}; this build: format {}, version {}, rendering {:08x}",
+            h.format, h.build, h.rendering, ours.0, ours.1, ours.2
+        )));
+    }
+    let observed_at = OffsetDateTime::from_unix_timestamp_nanos(h.observed_at_ns)
+        .map_err(|_| corrupt("the observation time"))?;
+    let saved = SavedVersion {
+        origin: h.origin.into_owned(),
+        version: h.version,
+        observed_at,
+        positions: h.positions,
+        wallets: h.wallets,
+    };
+    Ok((saved, h.largest))
+}
+
+fn read_count(input: &mut impl Read, scratch: &mut [u8]) -> Result<usize, SavedError> {
+    let (n, _) = postcard::from_io::<u64, _>((input, scratch))?;
+    usize::try_from(n).map_err(|_| corrupt("a count"))
+}
+
+fn read_markets(input: &mut impl Read) -> Result<MarketsPart, SavedError> {
+    let mut len = [0; 8];
+    input.read_exact(&mut len)?;
+    let len = u64::from_le_bytes(len);
+    if len > MAX_MARKETS {
+        return Err(corrupt("a markets record larger than any"));
+    }
+    let mut bytes = vec![0; len as usize];
+    input.read_exact(&mut bytes)?;
+    let r: MarketsRecord = postcard::from_bytes(&bytes)?;
+    let markets =
+        serde_json::from_slice(&r.markets).map_err(|e| SavedError::Corrupt(e.to_string()))?;
+    if r.market_lists.len() != market_orders().count() {
+        return Err(corrupt("the market lists"));
+    }
+    let market_lists = market_orders()
+        .zip(r.market_lists)
+        .map(|(k, body)| (k, body.0.into_owned()))
+        .collect();
+    let part = MarketsPart::indexed(Rendered {
+        markets,
+        market_json: r.market_json.items()?,
+        market_lists,
+        current_days: r.current_days.items()?,
+        current_day_symbols: r
+            .current_day_symbols
+            .into_iter()
+            .map(Cow::into_owned)
+            .collect(),
+        coverage_json: r.coverage_json.into_owned(),
+        cohorts_json: r.cohorts_json.items()?,
+    });
+    let n = part.markets.len();
+    if part.market_json.len() != n
+        || part.cohorts_json.len() != n
+        || part.current_days.len() != part.current_day_symbols.len()
+    {
+        return Err(corrupt("the markets' items"));
+    }
+    Ok(part)
+}
+
+fn wallet_item(r: WalletRecord<'_>) -> Result<WalletItem, SavedError> {
+    let mut keys: [Option<SortKey>; 5] = Default::default();
+    for (key, record) in keys.iter_mut().zip(r.keys) {
+        *key = record.map(KeyRecord::key).transpose()?;
+    }
+    Ok(WalletItem::from_parts(
+        r.json.into_owned().into_boxed_slice(),
+        r.address.into_owned().into_boxed_str(),
+        keys,
+    ))
+}
+
+/// A reader or writer that keeps the CRC-32 of the bytes through it.
+struct Checksummed<T> {
+    inner: T,
+    hasher: crc32fast::Hasher,
+    bytes: u64,
+}
+
+impl<T> Checksummed<T> {
+    fn new(inner: T) -> Checksummed<T> {
+        Checksummed {
+            inner,
+            hasher: crc32fast::Hasher::new(),
+            bytes: 0,
+        }
+    }
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<R: Read> Read for Checksummed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::testing::snapshot;
+
+    #[test]
+    fn the_rendering_samples_render() {
+        assert!(sample_wallet().is_some(), "the wallet sample parses");
+        assert_ne!(rendering(), 0);
+    }
+
+    #[test]
+    fn a_saved_version_reads_back_as_it_was() {
+        let (s, _) = snapshot();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("served");
+        let bytes = s.save(&path, "db 1").unwrap();
+        assert_eq!(bytes, std::fs::metadata(&path).unwrap().len());
+        let header = Snapshot::saved_version(&path).unwrap();
+        let (positions, wallets) = s.counts();
+        assert_eq!(
+            header,
+            SavedVersion {
+                origin: "db 1".to_owned(),
+                version: s.version,
+                observed_at: s.observed_at,
+                positions: positions as u64,
+                wallets: wallets as u64,
+            }
+        );
+        let back = Snapshot::load_saved(&path).unwrap();
+        assert_eq!((back.version, back.observed_at), (s.version, s.observed_at));
+        assert_eq!(back.part.markets, s.part.markets);
+        assert_eq!(back.counts(), s.counts());
+        // Saved again, it is the same file.
+        let again = dir.path().join("again");
+        back.save(&again, "db 1").unwrap();
+        assert_eq!(
+            std::fs::read(&again).unwrap(),
+            std::fs::read(&path).unwrap()
+        );
+        // Nothing is left beside it.
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 2);
+    }
+
+    #[test]
+    fn a_damaged_or_foreign_file_is_an_error_not_a_version() {
+        let (s, _) = snapshot();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("served");
+        s.save(&path, "db 1").unwrap();
+        let good = std::fs::read(&path).unwrap();
+        let damaged = dir.path().join("damaged");
+        let load = |bytes: &[u8]| {
+            std::fs::write(&damaged, bytes).unwrap();
+            Snapshot::load_saved(&damaged)
+        };
+        // Every byte flipped in turn (a stride of them in long files), and
+        // the file cut short at as many places: each is refused.
+        let step = (good.len() / 4000).max(1);
+        for at in (0..good.len()).step_by(step) {
+            let mut bytes = good.clone();
+            bytes[at] ^= 0x5a;
+            assert!(load(&bytes).is_err(), "byte {at} flipped");
+            assert!(load(&good[..at]).is_err(), "cut at {at}");
+        }
+        assert!(load(&good).is_ok());
+        // Another build's file is named as such.
+        let mut other = good.clone();
+        other[MAGIC.len()] ^= 1; // the format's varint
+        assert!(matches!(load(&other), Err(SavedError::OtherBuild(_))));
+        assert!(matches!(
+            Snapshot::load_saved(&dir.path().join("missing")),
+            Err(SavedError::Io(_))
+        ));
+    }
+}
