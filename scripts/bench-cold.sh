@@ -23,7 +23,7 @@ require wrk curl
 cargo build --release -q -p market-data-server
 BIN=${CARGO_TARGET_DIR:-target}/release/market-data-server
 WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; wait; rm -rf "$WORK"' EXIT
 echo "seeding $WALLETS wallets" >&2
 "$BIN" seed-demo --wallets "$WALLETS" --database-url "$WORK/db" > /dev/null 2>&1
 TOKEN=$("$BIN" token create --name bench --rate-limit 2000000000/min --database-url "$WORK/db" | tail -n 1)

@@ -25,7 +25,7 @@ RELEASE=${CARGO_TARGET_DIR:-target}/release
 BIN=$RELEASE/market-data-server
 FLOOD=$RELEASE/keyflood
 WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; wait; rm -rf "$WORK"' EXIT
 "$BIN" seed-demo --wallets "$WALLETS" --database-url "$WORK/db" > /dev/null 2>&1
 TOKEN=$("$BIN" token create --name valid --rate-limit 2000000000/min --database-url "$WORK/db" | tail -n 1)
 

@@ -26,7 +26,7 @@ cargo build --release -q -p market-data-server
 RELEASE=${CARGO_TARGET_DIR:-target}/release
 BIN=$RELEASE/market-data-server
 WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; wait; rm -rf "$WORK"' EXIT
 
 echo "seeding $WALLETS wallets" >&2
 "$BIN" seed-demo --wallets "$WALLETS" --database-url "$WORK/bench.db" > /dev/null 2>&1

@@ -12,8 +12,9 @@
 # publish (wallets changed, wall time, CPU of the publishing thread), and
 # each process's resident memory and the server's CPU to apply the last
 # publish. At the end it starts a second `serve` and times it until /healthz
-# answers, with its resident memory at that moment and its peak. Not run by
-# CI.
+# answers, with its resident memory at that moment and its peak (it starts
+# from the version the first one saved, `--saved-version`, when it can).
+# Not run by CI.
 #
 #   scripts/bench-own-node.sh [MINUTES] [WALLETS] [HOLDERS]   (defaults: 60, 1000000, 300000)
 #
@@ -69,4 +70,14 @@ RUST_LOG=info "$SERVE_BIN" serve --bind "$SERVE2" --database-url "$DB" --access-
 SERVER2=$!
 until curl -sf "http://$SERVE2/healthz" > /dev/null; do sleep 0.05; done
 echo "second serve: ready $(( ($(date +%s%N) - start2) / 1000000 )) ms after start, resident $(rss $SERVER2 VmRSS) MB, peak $(rss $SERVER2 VmHWM) MB" >&2
-grep "serving data version" "$WORK/serve2.log" | tail -n 1 >&2
+grep -E "serving data version|read data version|to the saved version|not starting from|is not one of" "$WORK/serve2.log" | tail -n 3 >&2
+# The same start loading the newest version whole, for a same-run ratio
+# (the second server is killed first, so that it does not save at its stop).
+kill -9 "$SERVER2"
+wait "$SERVER2" 2> /dev/null || true
+start3=$(date +%s%N)
+RUST_LOG=info "$SERVE_BIN" serve --bind "$SERVE2" --database-url "$DB" --access-log false --saved-version none 2> "$WORK/serve3.log" &
+SERVER3=$!
+until curl -sf "http://$SERVE2/healthz" > /dev/null; do sleep 0.05; done
+echo "a serve loading whole: ready $(( ($(date +%s%N) - start3) / 1000000 )) ms after start, resident $(rss $SERVER3 VmRSS) MB, peak $(rss $SERVER3 VmHWM) MB" >&2
+grep "serving data version" "$WORK/serve3.log" | tail -n 1 >&2

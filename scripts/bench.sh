@@ -37,7 +37,7 @@ cargo build --release -q -p market-data-server -p bench-baseline
 RELEASE=${CARGO_TARGET_DIR:-target}/release
 BIN=$RELEASE/market-data-server
 WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; wait; rm -rf "$WORK"' EXIT
 
 echo "seeding $WALLETS wallets" >&2
 /usr/bin/time -f "seed: %e s, peak RSS %M KB" "$BIN" seed-demo --wallets "$WALLETS" --database-url "$WORK/bench.db" 2> "$WORK/seed.log" || { cat "$WORK/seed.log"; exit 1; }

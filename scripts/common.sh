@@ -19,7 +19,7 @@ release_workdir() {
   RELEASE=${CARGO_TARGET_DIR:-target}/release
   BIN=$RELEASE/market-data-server
   WORK=$(mktemp -d)
-  trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
+  trap 'kill $(jobs -p) 2> /dev/null || true; wait; rm -rf "$WORK"' EXIT
 }
 
 # start_fake HTTP WS ARGS…: starts the fake exchange (after release_workdir)

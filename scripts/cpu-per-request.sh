@@ -15,7 +15,7 @@ set -euo pipefail
 BEFORE=$1 AFTER=$2 ROUNDS=${3:-3} WALLETS=${4:-20000}
 PORT=18931
 WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; wait; rm -rf "$WORK"' EXIT
 "$AFTER" seed-demo --wallets "$WALLETS" --database-url "$WORK/db" > /dev/null 2>&1
 TOKEN=$("$AFTER" token create --name cpu --database-url "$WORK/db" | tail -n 1)
 PATHS=(

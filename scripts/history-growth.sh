@@ -26,7 +26,7 @@ cargo build --release -q -p market-data-server -p fake-exchange
 RELEASE=${CARGO_TARGET_DIR:-target}/release
 BIN=$RELEASE/market-data-server
 WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; wait; rm -rf "$WORK"' EXIT
 
 "$RELEASE/fake-exchange" --wallets 50000 --bind "$FAKE" --ws-bind "$FAKE_WS" > "$WORK/fake.log" 2>&1 &
 until curl -sf "http://$FAKE/truth" > /dev/null; do sleep 0.5; done

@@ -27,7 +27,7 @@ for tool in wrk bc curl; do
   command -v "$tool" > /dev/null || { echo "$tool is missing: apt-get install $tool" >&2; exit 1; }
 done
 WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; wait; rm -rf "$WORK"' EXIT
 
 "$1" seed-demo --wallets "$WALLETS" --database-url "$WORK/seed.db" > /dev/null 2>&1
 TODAY=$(date -u +%F)
