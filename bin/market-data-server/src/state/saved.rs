@@ -22,8 +22,16 @@ use super::reload;
 pub struct SavedServing {
     path: PathBuf,
     origin: String,
-    /// When the last save began.
-    writing: Mutex<Option<Instant>>,
+    /// Held while a save writes.
+    saves: Mutex<Saves>,
+}
+
+#[derive(Debug)]
+struct Saves {
+    /// When the last save began (or the server started).
+    began: Instant,
+    /// The version the file holds, when this server knows it.
+    holds: Option<i64>,
 }
 
 /// How often a server saves the version it serves while new versions keep
@@ -38,7 +46,10 @@ impl SavedServing {
             path,
             origin: format!("database {}", store.identity()?),
             // The file was written at the last stop or whole load.
-            writing: Mutex::new(Some(Instant::now())),
+            saves: Mutex::new(Saves {
+                began: Instant::now(),
+                holds: None,
+            }),
         })
     }
 
@@ -93,6 +104,7 @@ impl SavedServing {
             started.elapsed().as_millis()
         );
         if snapshot.version == latest.version {
+            self.lock().holds = Some(snapshot.version);
             return Ok(Some(snapshot));
         }
         let next = if stored.is_some() {
@@ -133,19 +145,36 @@ impl SavedServing {
         Ok(Some(next))
     }
 
-    /// Saves `snapshot` (whole or not at all), logging the outcome.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Saves> {
+        self.saves.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Saves `snapshot` (whole or not at all) unless the file holds it
+    /// already, logging the outcome.
     pub fn save(&self, snapshot: &Snapshot) {
-        let mut last = self.writing.lock().unwrap_or_else(|e| e.into_inner());
-        let started = Instant::now();
-        *last = Some(started);
-        match snapshot.save(&self.path, &self.origin) {
-            Ok(bytes) => log::info!(
-                "saved data version {} to {} ({} MB) in {} ms",
-                snapshot.version,
+        let mut saves = self.lock();
+        if saves.holds == Some(snapshot.version) {
+            log::debug!(
+                "{} holds data version {} already",
                 self.path.display(),
-                bytes >> 20,
-                started.elapsed().as_millis()
-            ),
+                snapshot.version
+            );
+            return;
+        }
+        let started = Instant::now();
+        saves.began = started;
+        saves.holds = None;
+        match snapshot.save(&self.path, &self.origin) {
+            Ok(bytes) => {
+                saves.holds = Some(snapshot.version);
+                log::info!(
+                    "saved data version {} to {} ({} MB) in {} ms",
+                    snapshot.version,
+                    self.path.display(),
+                    bytes >> 20,
+                    started.elapsed().as_millis()
+                )
+            }
             Err(e) => log::warn!(
                 "could not save data version {} to {}: {e}",
                 snapshot.version,
@@ -157,9 +186,9 @@ impl SavedServing {
     /// Whether the last save began [`SAVE_EVERY`] ago or more (and none
     /// is running).
     pub fn due(&self) -> bool {
-        self.writing
+        self.saves
             .try_lock()
-            .is_ok_and(|last| last.is_none_or(|t| t.elapsed() >= SAVE_EVERY))
+            .is_ok_and(|saves| saves.began.elapsed() >= SAVE_EVERY)
     }
 
     /// [`SavedServing::save`] on a thread of its own, at a low priority.

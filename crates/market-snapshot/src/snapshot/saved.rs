@@ -24,7 +24,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use market_engine::SortKey;
-use market_model::{Direction, MarketPositionText, MarketSort, PlainDecimal, SortOrder, Wallet};
+use market_model::{
+    Direction, MarketPositionText, MarketSort, PlainDecimal, SortOrder, Wallet, WalletSort,
+};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -384,50 +386,8 @@ impl Snapshot {
         }
         let mut scratch = vec![0; largest as usize + 64];
         let part = read_markets(&mut input)?;
-        let slots = read_count(&mut input, &mut scratch)?;
-        let mut wallet_slots = Vec::with_capacity(slots.min(1 << 24));
-        for _ in 0..slots {
-            let (record, _) =
-                postcard::from_io::<Option<WalletRecord>, _>((&mut input, &mut scratch[..]))?;
-            wallet_slots.push(match record {
-                Some(r) => Some(Arc::new(wallet_item(r)?)),
-                None => None,
-            });
-        }
-        let read_list = |input: &mut BufReader<_>, scratch: &mut [u8]| -> Result<Vec<u32>, _> {
-            postcard::from_io::<Vec<u32>, _>((input, scratch)).map(|(list, _)| list)
-        };
-        let free = read_list(&mut input, &mut scratch)?;
-        let by_address = read_list(&mut input, &mut scratch)?;
-        let (flags, _) = postcard::from_io::<Vec<u8>, _>((&mut input, &mut scratch[..]))?;
-        let mut unfiltered = Vec::new();
-        for k in sort_orders() {
-            unfiltered.push((k, read_list(&mut input, &mut scratch)?));
-        }
-        let markets = read_count(&mut input, &mut scratch)?;
-        if markets != part.markets.len() {
-            return Err(corrupt("positions of another number of markets"));
-        }
-        let mut positions = Vec::with_capacity(markets);
-        for _ in 0..markets {
-            let n = read_count(&mut input, &mut scratch)?;
-            let mut all = Vec::with_capacity(n.min(1 << 24));
-            for _ in 0..n {
-                let (r, _) =
-                    postcard::from_io::<PositionRecord, _>((&mut input, &mut scratch[..]))?;
-                all.push(Arc::new(PositionItem {
-                    json: r.json.into_owned().into_boxed_slice(),
-                    value: r.value.key()?,
-                    wallet: r.wallet,
-                    direction: if r.long {
-                        Direction::Long
-                    } else {
-                        Direction::Short
-                    },
-                }));
-            }
-            positions.push(all);
-        }
+        let wallets = SavedWallets::read(&mut input, &mut scratch)?;
+        let positions = read_positions(&mut input, &mut scratch, part.markets.len())?;
         // The whole body was read, and it is what was written.
         if !input.fill_buf()?.is_empty() {
             return Err(corrupt("bytes after the last market"));
@@ -438,31 +398,17 @@ impl Snapshot {
         if u32::from_le_bytes(stored) != computed {
             return Err(corrupt("the checksum does not match"));
         }
-        let occupied = |s: &u32| wallet_slots.get(*s as usize).is_some_and(Option::is_some);
-        let wallets = wallet_slots.iter().flatten().count();
-        let whole_list = |l: &[u32]| l.len() == wallets && l.iter().all(occupied);
-        let sound = flags.len() == slots
-            && whole_list(&by_address)
-            && unfiltered.iter().all(|(_, l)| whole_list(l))
-            && free.iter().all(|s| !occupied(s) && (*s as usize) < slots)
-            && positions.iter().flatten().all(|p| occupied(&p.wallet))
-            && saved.wallets == wallets as u64
+        // Sound as read, before anything is indexed by what it names.
+        let served = wallets.occupied();
+        let occupied = |s: u32| wallets.occupied_slot(s);
+        let sound = wallets.sound()
+            && positions.iter().flatten().all(|p| occupied(p.wallet))
+            && saved.wallets == served as u64
             && saved.positions == positions.iter().map(Vec::len).sum::<usize>() as u64;
         if !sound {
             return Err(corrupt("an index names no wallet, or the counts differ"));
         }
-        let mut orders = HashMap::new();
-        for (k, list) in unfiltered {
-            orders.insert(k, filtered_lists(list, &flags));
-        }
-        let wallets = Wallets {
-            by_hash: AddressIndex::new(&wallet_slots),
-            slots: wallet_slots,
-            free,
-            by_address,
-            orders,
-            flags,
-        };
+        let wallets = wallets.indexed();
         let positions: Vec<Arc<MarketPositions>> = positions
             .into_iter()
             .map(|all| Arc::new(MarketPositions::new(all)))
@@ -476,6 +422,118 @@ impl Snapshot {
             wallets,
         })
     }
+}
+
+/// The wallet table as saved: what [`Wallets`] is derived from.
+struct SavedWallets {
+    slots: Vec<Option<Arc<WalletItem>>>,
+    free: Vec<u32>,
+    by_address: Vec<u32>,
+    flags: Vec<u8>,
+    /// Each order's unfiltered list.
+    unfiltered: Vec<((WalletSort, SortOrder), Vec<u32>)>,
+}
+
+impl SavedWallets {
+    fn read(input: &mut impl Read, scratch: &mut [u8]) -> Result<SavedWallets, SavedError> {
+        let n = read_count(input, scratch)?;
+        let mut slots = Vec::with_capacity(n.min(1 << 24));
+        for _ in 0..n {
+            let (record, _) =
+                postcard::from_io::<Option<WalletRecord>, _>((&mut *input, &mut *scratch))?;
+            slots.push(match record {
+                Some(r) => Some(Arc::new(wallet_item(r)?)),
+                None => None,
+            });
+        }
+        let free = read_list(input, scratch)?;
+        let by_address = read_list(input, scratch)?;
+        let flags = postcard::from_io::<Vec<u8>, _>((&mut *input, &mut *scratch))?.0;
+        let mut unfiltered = Vec::new();
+        for k in sort_orders() {
+            unfiltered.push((k, read_list(input, scratch)?));
+        }
+        Ok(SavedWallets {
+            slots,
+            free,
+            by_address,
+            flags,
+            unfiltered,
+        })
+    }
+
+    fn occupied_slot(&self, slot: u32) -> bool {
+        self.slots.get(slot as usize).is_some_and(Option::is_some)
+    }
+
+    fn occupied(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
+
+    /// Every list names each occupied slot once in number, no free slot is
+    /// occupied, and every slot has its flags.
+    fn sound(&self) -> bool {
+        let served = self.occupied();
+        let whole = |l: &[u32]| l.len() == served && l.iter().all(|&s| self.occupied_slot(s));
+        self.flags.len() == self.slots.len()
+            && whole(&self.by_address)
+            && self.unfiltered.iter().all(|(_, l)| whole(l))
+            && self
+                .free
+                .iter()
+                .all(|&s| (s as usize) < self.slots.len() && !self.occupied_slot(s))
+    }
+
+    /// The table with what is derived: the filtered lists, the hashed index.
+    fn indexed(self) -> Wallets {
+        let mut orders = HashMap::new();
+        for (k, list) in self.unfiltered {
+            orders.insert(k, filtered_lists(list, &self.flags));
+        }
+        Wallets {
+            by_hash: AddressIndex::new(&self.slots),
+            slots: self.slots,
+            free: self.free,
+            by_address: self.by_address,
+            orders,
+            flags: self.flags,
+        }
+    }
+}
+
+fn read_list(input: &mut impl Read, scratch: &mut [u8]) -> Result<Vec<u32>, SavedError> {
+    Ok(postcard::from_io::<Vec<u32>, _>((input, scratch))?.0)
+}
+
+/// Each of `markets` markets' position items, in page order.
+fn read_positions(
+    input: &mut impl Read,
+    scratch: &mut [u8],
+    markets: usize,
+) -> Result<Vec<Vec<Arc<PositionItem>>>, SavedError> {
+    if read_count(input, scratch)? != markets {
+        return Err(corrupt("positions of another number of markets"));
+    }
+    let mut positions = Vec::with_capacity(markets);
+    for _ in 0..markets {
+        let n = read_count(input, scratch)?;
+        let mut all = Vec::with_capacity(n.min(1 << 24));
+        for _ in 0..n {
+            let (r, _) = postcard::from_io::<PositionRecord, _>((&mut *input, &mut *scratch))?;
+            all.push(Arc::new(PositionItem {
+                json: r.json.into_owned().into_boxed_slice(),
+                value: r.value.key()?,
+                wallet: r.wallet,
+                direction: if r.long {
+                    Direction::Long
+                } else {
+                    Direction::Short
+                },
+            }));
+        }
+        positions.push(all);
+    }
+    Ok(positions)
 }
 
 fn temp_path(path: &Path) -> PathBuf {
