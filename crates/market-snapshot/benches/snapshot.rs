@@ -50,5 +50,22 @@ fn apply(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, index, apply);
+/// A server's start from the version it saved, at the live-tracking
+/// target's scale: reading the file back and deriving the lookups, the
+/// filtered lists and the orders' codes.
+fn load_saved(c: &mut Criterion) {
+    let served = Snapshot::build(1, common::demo_version(300_000));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bench.served");
+    served.save(&path, "bench").unwrap();
+    drop(served);
+    let mut g = c.benchmark_group("engine");
+    g.sample_size(10);
+    g.bench_function("snapshot_load_saved_300k_wallets", |b| {
+        b.iter(|| black_box(Snapshot::load_saved(&path).unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, index, apply, load_saved);
 criterion_main!(benches);

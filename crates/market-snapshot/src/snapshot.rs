@@ -19,6 +19,7 @@ use time::OffsetDateTime;
 
 mod apply;
 mod build;
+mod codes;
 mod markets;
 mod pages;
 mod reads;

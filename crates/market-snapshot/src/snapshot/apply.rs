@@ -13,8 +13,9 @@ use market_model::Wallet;
 use market_engine::VersionChanges;
 
 use super::build::{position_items, wallet_positions, without_keys, IntoItem};
+use super::codes::exact;
 use super::markets::{MarketPositions, MarketsPart, PositionItem};
-use super::wallets::{filter_flags, filtered_lists, sort_orders, WalletItem, Wallets};
+use super::wallets::{filter_flags, sort_orders, Order, WalletItem, Wallets};
 use super::Snapshot;
 use crate::rendered::RenderedPosition;
 
@@ -47,6 +48,66 @@ fn patch_sorted<T: Clone>(
     }
     out.extend(next.map(|(a, _)| a.clone()));
     out
+}
+
+/// [`patch_sorted`] for an order's unfiltered list and its codes, kept as
+/// two arrays: the search reads only the codes (8 bytes an entry), and the
+/// slots are compared (`cmp`, on (code, slot) pairs) only where codes tie.
+fn patch_coded(
+    old: &Order,
+    gone: impl Fn(&u32) -> bool,
+    added: &[(u64, u32)],
+    cmp: impl Fn(&(u64, u32), &(u64, u32)) -> Ordering,
+) -> (Vec<u32>, Vec<u64>) {
+    let (mut slots, mut codes) = (
+        Vec::with_capacity(old.codes.len()),
+        Vec::with_capacity(old.codes.len()),
+    );
+    for (&s, &c) in old.all().iter().zip(&old.codes) {
+        if !gone(&s) {
+            slots.push(s);
+            codes.push(c);
+        }
+    }
+    if added.is_empty() {
+        return (slots, codes);
+    }
+    let mut at = Vec::with_capacity(added.len());
+    let mut from = 0;
+    for a in added {
+        let low = from + codes[from..].partition_point(|&c| c < a.0);
+        // Among equal codes (if any), by the pairs themselves.
+        let (mut low, mut high) = (low, low);
+        if codes.get(low) == Some(&a.0) {
+            high += codes[low..].partition_point(|&c| c == a.0);
+        }
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if cmp(&(codes[mid], slots[mid]), a) == Ordering::Less {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        from = low;
+        at.push(from);
+    }
+    let n = slots.len() + added.len();
+    let (mut out_slots, mut out_codes) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut next = added.iter().zip(at).peekable();
+    for (i, (s, c)) in slots.into_iter().zip(codes).enumerate() {
+        while let Some((&(ac, a), _)) = next.next_if(|&(_, p)| p == i) {
+            out_slots.push(a);
+            out_codes.push(ac);
+        }
+        out_slots.push(s);
+        out_codes.push(c);
+    }
+    for (&(ac, a), _) in next {
+        out_slots.push(a);
+        out_codes.push(ac);
+    }
+    (out_slots, out_codes)
 }
 
 impl Snapshot {
@@ -138,6 +199,13 @@ impl Snapshot {
         index.by_address = patch_sorted(&old.by_address, is_gone, &added, |&a, &b| {
             index.item(a).cmp_address(index.item(b))
         });
+        // Each slot's place in address order: ties in every order are
+        // broken by address, compared here without the wallet items.
+        let mut rank = vec![0u32; index.slots.len()];
+        for (i, &slot) in index.by_address.iter().enumerate() {
+            rank[slot as usize] = i as u32;
+        }
+        let by_address = |a: u32, b: u32| rank[a as usize].cmp(&rank[b as usize]);
 
         let (positions, orders) = std::thread::scope(|s| {
             let index = &index;
@@ -153,7 +221,7 @@ impl Snapshot {
                     &part.by_symbol,
                     part.markets.len(),
                     wallet_of,
-                    |a, b| index.item(a).cmp_address(index.item(b)),
+                    by_address,
                 )
                 .into_iter()
                 .map(without_keys)
@@ -183,9 +251,9 @@ impl Snapshot {
                                 |p| gone[p.wallet as usize],
                                 &new,
                                 |a, b| {
-                                    b.value.cmp(&a.value).then_with(|| {
-                                        index.item(a.wallet).cmp_address(index.item(b.wallet))
-                                    })
+                                    b.value
+                                        .cmp(&a.value)
+                                        .then_with(|| by_address(a.wallet, b.wallet))
                                 },
                             ))),
                         }
@@ -193,19 +261,24 @@ impl Snapshot {
                     .collect::<Vec<_>>();
                 (positions, lists)
             });
-            // Each order's unfiltered list is patched (a binary search per
-            // added wallet); its filtered lists are derived from it.
+            // Each order's unfiltered list is patched with its codes (a
+            // binary search on the codes per added wallet, the items compared
+            // only among equal codes); its filtered lists are derived from it.
             let mut orders = HashMap::new();
             for (sort, order) in sort_orders() {
-                let mut sorted = added.clone();
-                sorted.sort_by(|&a, &b| index.cmp_in(a, b, sort, order));
-                let all = patch_sorted(
-                    &old.orders[&(sort, order)][0],
-                    is_gone,
-                    &sorted,
-                    |&a, &b| index.cmp_in(a, b, sort, order),
-                );
-                orders.insert((sort, order), filtered_lists(all, &index.flags));
+                let cmp = |&(x, a): &(u64, u32), &(y, b): &(u64, u32)| {
+                    x.cmp(&y).then_with(|| match exact(x) {
+                        true => by_address(a, b),
+                        false => index.cmp_in(a, b, sort, order),
+                    })
+                };
+                let mut sorted: Vec<(u64, u32)> = added
+                    .iter()
+                    .map(|&a| (index.code(a, sort, order), a))
+                    .collect();
+                sorted.sort_by(cmp);
+                let (all, codes) = patch_coded(&old.orders[&(sort, order)], is_gone, &sorted, cmp);
+                orders.insert((sort, order), Order::with_codes(all, codes, &index.flags));
             }
             (positions.join().expect("patching positions"), orders)
         });
@@ -268,6 +341,44 @@ mod tests {
             assert_eq!(
                 patch_sorted(&old, gone, &added, |a, b| a.cmp(b)),
                 want,
+                "seed {seed}"
+            );
+        }
+    }
+
+    #[test]
+    fn patch_coded_places_entries_by_code_then_pairs() {
+        // Slots 0..40; a slot's code is a quarter of it (so codes tie by
+        // fours), and pairs order by code, then by slot descending (an
+        // order the codes alone cannot tell). Every split into old, gone
+        // and added, against filtering and sorting.
+        let cmp = |a: &(u64, u32), b: &(u64, u32)| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1));
+        let pair = |s: u32| (u64::from(s / 4), s);
+        for seed in 0u32..500 {
+            let part = |x: u32| (x.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) % 3;
+            let mut old: Vec<(u64, u32)> = (0..40).filter(|&x| part(x) != 2).map(pair).collect();
+            old.sort_by(cmp);
+            let mut added: Vec<(u64, u32)> = (0..40).filter(|&x| part(x) == 2).map(pair).collect();
+            added.sort_by(cmp);
+            let gone = |x: &u32| part(*x) == 1 && x.is_multiple_of(3);
+            let flags = vec![1u8; 40];
+            let order = Order::with_codes(
+                old.iter().map(|p| p.1).collect(),
+                old.iter().map(|p| p.0).collect(),
+                &flags,
+            );
+            let mut want: Vec<(u64, u32)> = old.iter().copied().filter(|p| !gone(&p.1)).collect();
+            want.extend(&added);
+            want.sort_by(cmp);
+            let (slots, codes) = patch_coded(&order, gone, &added, cmp);
+            assert_eq!(
+                slots,
+                want.iter().map(|p| p.1).collect::<Vec<_>>(),
+                "seed {seed}"
+            );
+            assert_eq!(
+                codes,
+                want.iter().map(|p| p.0).collect::<Vec<_>>(),
                 "seed {seed}"
             );
         }
@@ -468,7 +579,16 @@ mod tests {
                     _ => {
                         input.wallets.retain(|w| w.address != address);
                         input.positions.retain(|p| p.address != address);
-                        let account = ["0", "5000", "150000", "2000000"][next(4) as usize];
+                        // Some values share their millionths (one code), so
+                        // that orders compare them on the wallet items.
+                        let account = [
+                            "0",
+                            "5000",
+                            "150000",
+                            "2000000",
+                            "5000.0000001",
+                            "5000.0000003",
+                        ][next(6) as usize];
                         let mut w = wallet(&address, account, next(2) == 0);
                         if next(3) == 0 {
                             (w.label, w.tags) = (None, Vec::new());

@@ -15,9 +15,7 @@ use market_engine::{DataVersion, PositionKeys, SortKey};
 
 use super::markets::{MarketPositions, MarketsPart, PositionItem};
 use super::pages::render;
-use super::wallets::{
-    filter_flags, filtered_lists, sorted_by_value, AddressIndex, WalletItem, Wallets,
-};
+use super::wallets::{filter_flags, sorted_by_value, AddressIndex, Order, WalletItem, Wallets};
 use super::{Snapshot, WalletPositions};
 use crate::rendered::RenderedPosition;
 
@@ -236,11 +234,12 @@ impl Snapshot {
                 orders: HashMap::new(),
                 flags,
             };
-            for &sort in WalletSort::ALL {
+            let codes = index.ascending_codes();
+            for (&sort, codes) in WalletSort::ALL.iter().zip(&codes) {
                 let (asc, desc) = sorted_by_value(&index, sort);
                 for (order, list) in [(SortOrder::Asc, asc), (SortOrder::Desc, desc)] {
-                    let lists = filtered_lists(list, &index.flags);
-                    index.orders.insert((sort, order), lists);
+                    let listed = Order::new(list, codes, order, &index.flags);
+                    index.orders.insert((sort, order), listed);
                 }
             }
             (positions.join().expect("building positions"), index)

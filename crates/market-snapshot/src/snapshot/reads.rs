@@ -49,11 +49,14 @@ impl Snapshot {
             + self.wallets.slots.capacity() * 8
             + self.wallets.by_address.capacity() * 4
             + self.wallets.by_hash.table.capacity() * 5
+            + self.wallets.flags.capacity()
             + self
                 .wallets
                 .orders
                 .values()
-                .map(|v| v.capacity() * 4)
+                .map(|o| {
+                    o.codes.capacity() * 8 + o.lists.iter().map(|l| l.capacity() * 4).sum::<usize>()
+                })
                 .sum::<usize>();
         self.part.heap_bytes() + positions + wallets
     }

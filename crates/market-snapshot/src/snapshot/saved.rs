@@ -33,7 +33,7 @@ use time::OffsetDateTime;
 use super::build::by_wallet;
 use super::markets::{MarketPositions, MarketsPart, PositionItem, Rendered};
 use super::pages::JsonItems;
-use super::wallets::{filtered_lists, sort_orders, AddressIndex, WalletItem, Wallets};
+use super::wallets::{sort_index, sort_orders, AddressIndex, Order, WalletItem, Wallets};
 use super::Snapshot;
 use crate::rendered::RenderedPosition;
 
@@ -336,7 +336,7 @@ impl Snapshot {
         postcard::to_io(&w.by_address, &mut out)?;
         postcard::to_io(&w.flags, &mut out)?;
         for k in sort_orders() {
-            postcard::to_io(&w.orders[&k][0], &mut out)?;
+            postcard::to_io(w.orders[&k].all(), &mut out)?;
         }
         postcard::to_io(&(self.positions.len() as u64), &mut out)?;
         for m in &self.positions {
@@ -484,20 +484,24 @@ impl SavedWallets {
                 .all(|&s| (s as usize) < self.slots.len() && !self.occupied_slot(s))
     }
 
-    /// The table with what is derived: the filtered lists, the hashed index.
+    /// The table with what is derived: the filtered lists, the orders'
+    /// codes, the hashed index.
     fn indexed(self) -> Wallets {
-        let mut orders = HashMap::new();
-        for (k, list) in self.unfiltered {
-            orders.insert(k, filtered_lists(list, &self.flags));
-        }
-        Wallets {
+        let mut wallets = Wallets {
             by_hash: AddressIndex::new(&self.slots),
             slots: self.slots,
             free: self.free,
             by_address: self.by_address,
-            orders,
+            orders: HashMap::new(),
             flags: self.flags,
+        };
+        let codes = wallets.ascending_codes();
+        for ((sort, order), list) in self.unfiltered {
+            let ascending = &codes[sort_index(sort)];
+            let listed = Order::new(list, ascending, order, &wallets.flags);
+            wallets.orders.insert((sort, order), listed);
         }
+        wallets
     }
 }
 

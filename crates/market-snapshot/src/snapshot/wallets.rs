@@ -1,7 +1,8 @@
 //! The wallet table of a version: rendered wallet items in stable slots,
-//! the address index (sorted and hashed), and every documented listing
-//! order with its filtered lists, and how those orders are sorted at a
-//! build. Kept apart from the positions: the lists name wallets by slot.
+//! the address index (sorted and hashed), every documented listing order
+//! with its filtered lists and its keys' codes, and how those orders are
+//! sorted at a build. Kept apart from the positions: the lists name
+//! wallets by slot.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -11,6 +12,7 @@ use market_model::{Direction, SizeClass, SortOrder, Wallet, WalletDirection, Wal
 
 use market_engine::SortKey;
 
+use super::codes::{ascending, code, in_order};
 use super::pages::{cmp_values, render, WalletOrder};
 
 /// A rendered wallet and its keys.
@@ -94,12 +96,50 @@ pub(super) struct Wallets {
     /// request, and a binary search over `by_address` reads a wallet item
     /// (a likely cache miss) per step.
     pub(super) by_hash: AddressIndex,
-    /// Slots in every listing order: per (sort, order), one list per filter
-    /// (indexed by [`filter_index`]).
-    pub(super) orders: HashMap<(WalletSort, SortOrder), Vec<Vec<u32>>>,
+    /// Every listing order, by (sort, order).
+    pub(super) orders: HashMap<(WalletSort, SortOrder), Order>,
     /// Per slot, what the filters test ([`filter_flags`]), kept dense so
     /// that deriving the filtered lists touches no wallet item.
     pub(super) flags: Vec<u8>,
+}
+
+/// One listing order: its slots, one list per filter, and the codes of the
+/// unfiltered list's keys.
+#[derive(Debug, Default)]
+pub(super) struct Order {
+    /// One list per filter (indexed by [`filter_index`]; the first is
+    /// unfiltered).
+    pub(super) lists: Vec<Vec<u32>>,
+    /// The [`code`] of each entry of the unfiltered list, in list order (so
+    /// never decreasing): what placing a wallet in the order searches.
+    pub(super) codes: Vec<u64>,
+}
+
+impl Order {
+    /// The order of `list` (every occupied slot, sorted in `order`), whose
+    /// slots' keys have the ascending codes `ascending` (by slot).
+    pub(super) fn new(list: Vec<u32>, ascending: &[u64], order: SortOrder, flags: &[u8]) -> Order {
+        Order {
+            codes: list
+                .iter()
+                .map(|&s| in_order(ascending[s as usize], order))
+                .collect(),
+            lists: filtered_lists(list, flags),
+        }
+    }
+
+    /// The order of `list` with its codes.
+    pub(super) fn with_codes(list: Vec<u32>, codes: Vec<u64>, flags: &[u8]) -> Order {
+        Order {
+            codes,
+            lists: filtered_lists(list, flags),
+        }
+    }
+
+    /// The unfiltered list.
+    pub(super) fn all(&self) -> &[u32] {
+        &self.lists[0]
+    }
 }
 
 /// Wallet slots in a hash table keyed by their address, which the table
@@ -184,7 +224,28 @@ impl Wallets {
 
     /// The list of `q`.
     pub(super) fn list(&self, q: &WalletOrder) -> &[u32] {
-        &self.orders[&(q.sort, q.order)][filter_index(q.size, q.direction)]
+        &self.orders[&(q.sort, q.order)].lists[filter_index(q.size, q.direction)]
+    }
+
+    /// Per sort key (in [`WalletSort::ALL`] order), the ascending code of
+    /// every slot's value (0 for empty slots): one pass over the items.
+    pub(super) fn ascending_codes(&self) -> [Vec<u64>; 5] {
+        let mut codes: [Vec<u64>; 5] =
+            std::array::from_fn(|_| Vec::with_capacity(self.slots.len()));
+        for slot in &self.slots {
+            for (sort, codes) in codes.iter_mut().enumerate() {
+                codes.push(
+                    slot.as_deref()
+                        .map_or(0, |w| ascending(w.keys[sort].as_ref())),
+                );
+            }
+        }
+        codes
+    }
+
+    /// The code of `slot`'s key in the order (`sort`, `order`).
+    pub(super) fn code(&self, slot: u32, sort: WalletSort, order: SortOrder) -> u64 {
+        code(self.item(slot).key(sort), order)
     }
 }
 
@@ -267,7 +328,7 @@ pub fn wallet_value(w: &Wallet, sort: WalletSort) -> Option<&market_model::Decim
     }
 }
 
-fn sort_index(sort: WalletSort) -> usize {
+pub(super) fn sort_index(sort: WalletSort) -> usize {
     WalletSort::ALL
         .iter()
         .position(|&s| s == sort)
