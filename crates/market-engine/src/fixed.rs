@@ -36,7 +36,7 @@ const POW10: [u128; 39] = {
 };
 
 /// `10^exp` as a `u128`, when it fits (`exp ≤ 38`).
-fn pow10(exp: u64) -> Option<u128> {
+pub fn pow10(exp: u64) -> Option<u128> {
     POW10.get(usize::try_from(exp).ok()?).copied()
 }
 

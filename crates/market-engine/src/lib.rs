@@ -23,6 +23,7 @@ pub use aggregate::{
 };
 pub use buckets::{bucket_price, bucket_size_for_price};
 pub use compact::CompactDecimal;
+pub use fixed::pow10;
 pub use position::{PositionKeys, Size};
 pub use sort_key::SortKey;
 pub use tally::{NotAdded, Rendered, Tally, Unquoted};

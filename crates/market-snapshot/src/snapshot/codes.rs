@@ -12,7 +12,7 @@
 //! items.
 
 use bigdecimal::{BigDecimal, RoundingMode, ToPrimitive};
-use market_engine::SortKey;
+use market_engine::{pow10, SortKey};
 use market_model::SortOrder;
 
 /// The code of a null value: after every value, in both orders.
@@ -75,17 +75,6 @@ fn is_negative(key: &SortKey) -> bool {
     }
 }
 
-/// Powers of ten up to the largest an i128 holds.
-const POW10: [i128; 39] = {
-    let mut table = [1i128; 39];
-    let mut i = 1;
-    while i < table.len() {
-        table[i] = table[i - 1] * 10;
-        i += 1;
-    }
-    table
-};
-
 /// `floor(mantissa × 10^(6 − scale))` and whether it is the value
 /// exactly; `None` when it does not fit an i128. (Divides in 64 bits: a
 /// start derives a code for every wallet and sort.)
@@ -95,7 +84,8 @@ fn small_millionths(mantissa: i64, scale: i16) -> Option<(i128, bool)> {
     }
     let shift = 6 - i32::from(scale);
     if shift >= 0 {
-        let power = *POW10.get(usize::try_from(shift).ok()?)?;
+        // 10^38, the largest power a u128 holds, fits an i128 too.
+        let power = i128::try_from(pow10(u64::from(shift.unsigned_abs()))?).ok()?;
         return i128::from(mantissa).checked_mul(power).map(|v| (v, true));
     }
     match 10i64.checked_pow(shift.unsigned_abs()) {
