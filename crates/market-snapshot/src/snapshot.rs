@@ -55,4 +55,4 @@ pub struct Snapshot {
 }
 
 /// One wallet's position items.
-type WalletPositions = Arc<[Arc<PositionItem>]>;
+type WalletPositions = Arc<[PositionItem]>;

@@ -12,9 +12,9 @@ use market_model::Wallet;
 
 use market_engine::VersionChanges;
 
-use super::build::{position_items, wallet_positions, without_keys, IntoItem};
+use super::build::{empty, position_items, IntoItem};
 use super::codes::exact;
-use super::markets::{MarketPositions, MarketsPart, PositionItem};
+use super::markets::{assemble, Assembled, MarketPositions, MarketsPart, PositionRef};
 use super::wallets::{filter_flags, sort_orders, Order, WalletItem, Wallets};
 use super::Snapshot;
 use crate::rendered::RenderedPosition;
@@ -50,20 +50,22 @@ fn patch_sorted<T: Clone>(
     out
 }
 
-/// [`patch_sorted`] for an order's unfiltered list and its codes, kept as
-/// two arrays: the search reads only the codes (8 bytes an entry), and the
-/// slots are compared (`cmp`, on (code, slot) pairs) only where codes tie.
-fn patch_coded(
-    old: &Order,
-    gone: impl Fn(&u32) -> bool,
-    added: &[(u64, u32)],
-    cmp: impl Fn(&(u64, u32), &(u64, u32)) -> Ordering,
-) -> (Vec<u32>, Vec<u64>) {
+/// [`patch_sorted`] for a list whose entries have codes (an order's
+/// unfiltered list, a market's positions), kept as two arrays: the search
+/// reads only the codes (8 bytes an entry), and the entries are compared
+/// (`cmp`, on (code, entry) pairs) only where codes tie.
+fn patch_coded<T: Copy>(
+    old: &[T],
+    old_codes: &[u64],
+    gone: impl Fn(&T) -> bool,
+    added: &[(u64, T)],
+    cmp: impl Fn(&(u64, T), &(u64, T)) -> Ordering,
+) -> (Vec<T>, Vec<u64>) {
     let (mut slots, mut codes) = (
-        Vec::with_capacity(old.codes.len()),
-        Vec::with_capacity(old.codes.len()),
+        Vec::with_capacity(old_codes.len()),
+        Vec::with_capacity(old_codes.len()),
     );
-    for (&s, &c) in old.all().iter().zip(&old.codes) {
+    for (&s, &c) in old.iter().zip(old_codes) {
         if !gone(&s) {
             slots.push(s);
             codes.push(c);
@@ -216,50 +218,69 @@ impl Snapshot {
                         .ok()
                         .map(|i| (added[i], &wallets[i]))
                 };
-                let grouped: Vec<Vec<Arc<PositionItem>>> = position_items(
+                let grouped = position_items(
                     positions,
                     &part.by_symbol,
                     part.markets.len(),
                     wallet_of,
                     by_address,
-                )
-                .into_iter()
-                .map(without_keys)
-                .collect();
-                // The changed wallets' lists, in market order.
-                let mut lists: HashMap<u32, Vec<Arc<PositionItem>>> = HashMap::new();
-                for p in grouped.iter().flatten() {
-                    lists.entry(p.wallet).or_default().push(p.clone());
+                );
+                // The changed wallets' lists replace theirs; every other
+                // wallet's list is shared with this version.
+                let Assembled {
+                    wallets: lists,
+                    markets: new,
+                } = assemble(grouped, index.slots.len());
+                let mut by_wallet = self.by_wallet.clone();
+                by_wallet.resize_with(index.slots.len(), empty);
+                for (slot, g) in gone.iter().enumerate() {
+                    if *g {
+                        by_wallet[slot] = empty();
+                    }
                 }
+                for (slot, list) in lists {
+                    by_wallet[slot as usize] = list;
+                }
+                // Each changed market's references are patched on their
+                // codes; the items are read only for values that share an
+                // inexact code.
+                let item = |r: PositionRef| &by_wallet[r.slot as usize][r.index()];
+                let cmp = |&(x, a): &(u64, PositionRef), &(y, b): &(u64, PositionRef)| {
+                    x.cmp(&y).then_with(|| {
+                        let by_value = match exact(x) {
+                            true => Ordering::Equal,
+                            false => item(b).value.cmp(&item(a).value),
+                        };
+                        by_value.then_with(|| by_address(a.slot, b.slot))
+                    })
+                };
+                let is_gone = |r: &PositionRef| gone[r.slot as usize];
                 let positions = part
                     .markets
                     .iter()
-                    .zip(grouped)
-                    .map(|(m, new)| {
+                    .zip(new)
+                    .map(|(m, (refs, codes))| {
                         let previous = self
                             .part
                             .by_symbol
                             .get(&m.symbol)
                             .map(|&i| &self.positions[i]);
-                        let empty = MarketPositions::default();
-                        let previous = previous.map_or(&empty, |p| p.as_ref());
-                        let drops = previous.all.iter().any(|p| gone[p.wallet as usize]);
-                        match self.part.by_symbol.get(&m.symbol) {
-                            Some(&i) if !drops && new.is_empty() => self.positions[i].clone(),
-                            _ => Arc::new(MarketPositions::new(patch_sorted(
-                                &previous.all,
-                                |p| gone[p.wallet as usize],
-                                &new,
-                                |a, b| {
-                                    b.value
-                                        .cmp(&a.value)
-                                        .then_with(|| by_address(a.wallet, b.wallet))
-                                },
-                            ))),
+                        let drops = previous.is_some_and(|p| p.refs.iter().any(is_gone));
+                        match previous {
+                            Some(p) if !drops && refs.is_empty() => p.clone(),
+                            _ => {
+                                let added: Vec<(u64, PositionRef)> =
+                                    codes.into_iter().zip(refs).collect();
+                                let (old, old_codes) =
+                                    previous.map_or((&[][..], &[][..]), |p| (&p.refs, &p.codes));
+                                let (refs, codes) =
+                                    patch_coded(old, old_codes, is_gone, &added, cmp);
+                                Arc::new(MarketPositions::new(refs, codes))
+                            }
                         }
                     })
                     .collect::<Vec<_>>();
-                (positions, lists)
+                (positions, by_wallet)
             });
             // Each order's unfiltered list is patched with its codes (a
             // binary search on the codes per added wallet, the items compared
@@ -277,24 +298,15 @@ impl Snapshot {
                     .map(|&a| (index.code(a, sort, order), a))
                     .collect();
                 sorted.sort_by(cmp);
-                let (all, codes) = patch_coded(&old.orders[&(sort, order)], is_gone, &sorted, cmp);
+                let previous = &old.orders[&(sort, order)];
+                let (all, codes) =
+                    patch_coded(previous.all(), &previous.codes, is_gone, &sorted, cmp);
                 orders.insert((sort, order), Order::with_codes(all, codes, &index.flags));
             }
             (positions.join().expect("patching positions"), orders)
         });
-        let (positions, mut lists) = positions;
+        let (positions, by_wallet) = positions;
         index.orders = orders;
-        let mut by_wallet = self.by_wallet.clone();
-        by_wallet.resize_with(index.slots.len(), || Arc::from(Vec::new()));
-        for (slot, g) in gone.iter().enumerate() {
-            if *g {
-                by_wallet[slot] = Arc::from(Vec::new());
-            }
-        }
-        for slot in &added {
-            let list = lists.remove(slot).unwrap_or_default();
-            by_wallet[*slot as usize] = wallet_positions(vec![list]).remove(0);
-        }
         Snapshot {
             version,
             observed_at,
@@ -361,16 +373,12 @@ mod tests {
             let mut added: Vec<(u64, u32)> = (0..40).filter(|&x| part(x) == 2).map(pair).collect();
             added.sort_by(cmp);
             let gone = |x: &u32| part(*x) == 1 && x.is_multiple_of(3);
-            let flags = vec![1u8; 40];
-            let order = Order::with_codes(
-                old.iter().map(|p| p.1).collect(),
-                old.iter().map(|p| p.0).collect(),
-                &flags,
-            );
+            let (old_slots, old_codes): (Vec<u32>, Vec<u64>) =
+                old.iter().map(|&(c, s)| (s, c)).unzip();
             let mut want: Vec<(u64, u32)> = old.iter().copied().filter(|p| !gone(&p.1)).collect();
             want.extend(&added);
             want.sort_by(cmp);
-            let (slots, codes) = patch_coded(&order, gone, &added, cmp);
+            let (slots, codes) = patch_coded(&old_slots, &old_codes, gone, &added, cmp);
             assert_eq!(
                 slots,
                 want.iter().map(|p| p.1).collect::<Vec<_>>(),
@@ -601,7 +609,14 @@ mod tests {
                                 } else {
                                     Direction::Short
                                 };
-                                let value = format!("{}.{}", 100 + next(5) * 50, next(3) * 5);
+                                // Ties, and values that share their
+                                // millionths (one inexact code).
+                                let fraction = ["0", "5", "10", "0000001", "0000003"];
+                                let value = format!(
+                                    "{}.{}",
+                                    100 + next(5) * 50,
+                                    fraction[next(5) as usize]
+                                );
                                 input.positions.push(position(
                                     &address,
                                     symbol,

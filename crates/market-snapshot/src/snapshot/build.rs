@@ -13,23 +13,11 @@ use time::OffsetDateTime;
 
 use market_engine::{DataVersion, PositionKeys, SortKey};
 
-use super::markets::{MarketPositions, MarketsPart, PositionItem};
+use super::markets::{assemble, Assembled, MarketPositions, MarketsPart, PositionItem};
 use super::pages::render;
 use super::wallets::{filter_flags, sorted_by_value, AddressIndex, Order, WalletItem, Wallets};
 use super::{Snapshot, WalletPositions};
 use crate::rendered::RenderedPosition;
-
-/// Each slot's positions from `lists` (per slot, in market order), sorted by
-/// value descending; the sort is stable, so equal values stay in symbol order.
-pub(super) fn wallet_positions(lists: Vec<Vec<Arc<PositionItem>>>) -> Vec<WalletPositions> {
-    lists
-        .into_iter()
-        .map(|mut l| {
-            l.sort_by(|a, b| b.value.cmp(&a.value));
-            l.into()
-        })
-        .collect()
-}
 
 /// A position the snapshot can take in: a model struct (rendered here) or a
 /// [`RenderedPosition`] (moved in).
@@ -84,47 +72,71 @@ pub(super) fn position_items<'w, P: IntoItem>(
     markets: usize,
     wallet_of: impl Fn(&str) -> Option<(u32, &'w Wallet)>,
     same_value: impl Fn(u32, u32) -> Ordering,
-) -> Vec<Vec<(SortKey, u32, Arc<PositionItem>)>> {
-    let mut grouped: Vec<Vec<(SortKey, u32, Arc<PositionItem>)>> =
-        (0..markets).map(|_| Vec::new()).collect();
+) -> Vec<Vec<PositionItem>> {
+    let mut grouped: Vec<Vec<PositionItem>> = (0..markets).map(|_| Vec::new()).collect();
     for p in positions {
         let (Some(&m), Some((wallet, owner))) = (by_symbol.get(p.symbol()), wallet_of(p.address()))
         else {
             continue;
         };
-        let (value, item) = p.into_item(wallet, owner);
-        grouped[m].push((value, wallet, Arc::new(item)));
+        grouped[m].push(p.into_item(wallet, owner).1);
     }
-    // Sorted on keys held inline, not through the items.
     for g in &mut grouped {
-        g.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| same_value(a.1, b.1)));
+        g.sort_unstable_by(|a, b| page_order(a, b, &same_value));
     }
     grouped
 }
 
+/// Page order: value descending, then (`same_value`) the wallets by address.
+pub(super) fn page_order(
+    a: &PositionItem,
+    b: &PositionItem,
+    same_value: impl Fn(u32, u32) -> Ordering,
+) -> Ordering {
+    b.value
+        .cmp(&a.value)
+        .then_with(|| same_value(a.wallet, b.wallet))
+}
+
 /// One market's items from the sorted groups of several parts, merged.
 fn merge_groups(
-    groups: Vec<Vec<(SortKey, u32, Arc<PositionItem>)>>,
+    groups: Vec<Vec<PositionItem>>,
     same_value: impl Fn(u32, u32) -> Ordering,
-) -> Vec<Arc<PositionItem>> {
-    let mut merged: Vec<(SortKey, u32, Arc<PositionItem>)> = Vec::new();
+) -> Vec<PositionItem> {
+    let mut merged: Vec<PositionItem> = Vec::new();
     for g in groups {
         if merged.is_empty() {
             merged = g;
         } else if !g.is_empty() {
             merged.extend(g);
             // Two sorted runs: the sort merges them.
-            merged.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| same_value(a.1, b.1)));
+            merged.sort_by(|a, b| page_order(a, b, &same_value));
         }
     }
-    without_keys(merged)
+    merged
 }
 
-/// The items of one market's sorted group.
-pub(super) fn without_keys(
-    group: Vec<(SortKey, u32, Arc<PositionItem>)>,
-) -> Vec<Arc<PositionItem>> {
-    group.into_iter().map(|(_, _, p)| p).collect()
+/// The version's markets and wallet lists from each market's items in page
+/// order (`slots` wallet slots).
+pub(super) fn assembled(
+    by_market: Vec<Vec<PositionItem>>,
+    slots: usize,
+) -> (Vec<Arc<MarketPositions>>, Vec<WalletPositions>) {
+    let Assembled { wallets, markets } = assemble(by_market, slots);
+    let mut by_wallet: Vec<WalletPositions> = vec![empty(); slots];
+    for (slot, list) in wallets {
+        by_wallet[slot as usize] = list;
+    }
+    let markets = markets
+        .into_iter()
+        .map(|(refs, codes)| Arc::new(MarketPositions::new(refs, codes)))
+        .collect();
+    (markets, by_wallet)
+}
+
+/// The list of a wallet that holds no position.
+pub(super) fn empty() -> WalletPositions {
+    Arc::from(Vec::new())
 }
 
 impl Snapshot {
@@ -194,6 +206,7 @@ impl Snapshot {
         // Each part of the positions is indexed on its own thread, the
         // wallets on another.
         let (markets, by_symbol) = (part.markets.len(), &part.by_symbol);
+        let served = wallets.len();
         let (positions, index) = std::thread::scope(|s| {
             let parts: Vec<_> = parts
                 .into_iter()
@@ -215,12 +228,12 @@ impl Snapshot {
                         by_market[m].push(g);
                     }
                 }
-                by_market
+                // Slots are in address order here.
+                let merged = by_market
                     .into_iter()
-                    .map(|groups| {
-                        Arc::new(MarketPositions::new(merge_groups(groups, |a, b| a.cmp(&b))))
-                    })
-                    .collect::<Vec<_>>()
+                    .map(|groups| merge_groups(groups, |a, b| a.cmp(&b)))
+                    .collect();
+                assembled(merged, served)
             });
             let slots: Vec<_> = wallets
                 .iter()
@@ -244,27 +257,16 @@ impl Snapshot {
             }
             (positions.join().expect("building positions"), index)
         });
+        let (positions, by_wallet) = positions;
         Snapshot {
             version,
             observed_at,
-            by_wallet: by_wallet(&positions, index.slots.len()),
+            by_wallet,
             part,
             positions,
             wallets: index,
         }
     }
-}
-
-/// Each of `slots` wallet slots' positions, from every market's items (in
-/// market order, so equal values stay in symbol order).
-pub(super) fn by_wallet(positions: &[Arc<MarketPositions>], slots: usize) -> Vec<WalletPositions> {
-    let mut lists: Vec<Vec<Arc<PositionItem>>> = vec![Vec::new(); slots];
-    for m in positions {
-        for p in &m.all {
-            lists[p.wallet as usize].push(p.clone());
-        }
-    }
-    wallet_positions(lists)
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 //! between versions when unchanged).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use bigdecimal::BigDecimal;
 use market_model::{
@@ -15,7 +14,9 @@ use time::OffsetDateTime;
 
 use market_engine::SortKey;
 
+use super::codes;
 use super::pages::JsonItems;
+use super::WalletPositions;
 
 /// A rendered position and its keys.
 #[derive(Debug)]
@@ -28,26 +29,166 @@ pub(super) struct PositionItem {
     pub(super) direction: Direction,
 }
 
+/// Where a market's position is held: item `index` of its wallet's list
+/// (the version's `by_wallet[slot]`), and its direction. A market's list
+/// holds these, not the items, so that patching it copies 8 bytes an entry
+/// and reads no item (an item is read where its wallet's list is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct PositionRef {
+    pub(super) slot: u32,
+    /// The index in the wallet's list, and the direction in the top bit
+    /// (set for long).
+    index_long: u32,
+}
+
+impl PositionRef {
+    const LONG: u32 = 1 << 31;
+
+    pub(super) fn new(slot: u32, index: usize, direction: Direction) -> PositionRef {
+        let index = u32::try_from(index)
+            .ok()
+            .filter(|&i| i < Self::LONG)
+            .expect("a wallet holds at most one position a market");
+        let long = match direction {
+            Direction::Long => Self::LONG,
+            Direction::Short => 0,
+        };
+        PositionRef {
+            slot,
+            index_long: index | long,
+        }
+    }
+
+    pub(super) fn index(self) -> usize {
+        (self.index_long & !Self::LONG) as usize
+    }
+
+    pub(super) fn is_long(self) -> bool {
+        self.index_long & Self::LONG != 0
+    }
+}
+
 /// The positions of one market in page order (value descending, then
-/// address), and the long and short subsets as indexes into it.
+/// address), each with its value's code in that order (never decreasing
+/// along the list; see `codes`), and the long and short subsets as indexes
+/// into it.
 #[derive(Debug, Default)]
 pub(super) struct MarketPositions {
-    pub(super) all: Vec<Arc<PositionItem>>,
+    pub(super) refs: Vec<PositionRef>,
+    pub(super) codes: Vec<u64>,
     pub(super) long: Vec<u32>,
     pub(super) short: Vec<u32>,
 }
 
 impl MarketPositions {
-    pub(super) fn new(all: Vec<Arc<PositionItem>>) -> MarketPositions {
+    pub(super) fn new(refs: Vec<PositionRef>, codes: Vec<u64>) -> MarketPositions {
+        debug_assert_eq!(refs.len(), codes.len());
         let (mut long, mut short) = (Vec::new(), Vec::new());
-        for (i, p) in all.iter().enumerate() {
-            match p.direction {
-                Direction::Long => long.push(i as u32),
-                Direction::Short => short.push(i as u32),
+        for (i, r) in refs.iter().enumerate() {
+            match r.is_long() {
+                true => long.push(i as u32),
+                false => short.push(i as u32),
             }
         }
-        MarketPositions { all, long, short }
+        MarketPositions {
+            refs,
+            codes,
+            long,
+            short,
+        }
     }
+
+    pub(super) fn len(&self) -> usize {
+        self.refs.len()
+    }
+}
+
+/// The code of a position's value in page order (descending).
+pub(super) fn value_code(value: &SortKey) -> u64 {
+    codes::code(Some(value), SortOrder::Desc)
+}
+
+/// The lists of some wallets' positions: each wallet's items (by value
+/// descending, then symbol), and each market's references to them in page
+/// order with their codes.
+pub(super) struct Assembled {
+    /// (slot, its items), by slot; only slots that hold a position.
+    pub(super) wallets: Vec<(u32, WalletPositions)>,
+    /// By market index: references in page order, and their codes.
+    pub(super) markets: Vec<(Vec<PositionRef>, Vec<u64>)>,
+}
+
+/// Moves `by_market` (each market's items in page order, by market index,
+/// so in symbol order) into their wallets' lists (`slots` is one more than
+/// the largest slot) and refers to them from each market's list in the same
+/// order.
+///
+/// Each wallet's list is allocated once, at its size: the places are
+/// grouped by wallet in one flat array first (a vector a wallet, grown
+/// item by item, left the heap full of holes at a start).
+pub(super) fn assemble(by_market: Vec<Vec<PositionItem>>, slots: usize) -> Assembled {
+    // Each wallet's places (market, place in the market's list), in market
+    // order, back to back: `starts[slot]..starts[slot + 1]`.
+    let mut starts = vec![0u32; slots + 1];
+    for item in by_market.iter().flatten() {
+        starts[item.wallet as usize + 1] += 1;
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let mut filled = starts.clone();
+    let mut places = vec![(0u32, 0u32); starts[slots] as usize];
+    let mut markets: Vec<(Vec<PositionRef>, Vec<u64>)> = Vec::with_capacity(by_market.len());
+    for (m, items) in by_market.iter().enumerate() {
+        for (at, item) in items.iter().enumerate() {
+            let next = &mut filled[item.wallet as usize];
+            places[*next as usize] = (m as u32, at as u32);
+            *next += 1;
+        }
+        let codes = items.iter().map(|p| value_code(&p.value)).collect();
+        // Placeholders, each overwritten below: every place has one item.
+        let unset = PositionRef {
+            slot: 0,
+            index_long: 0,
+        };
+        markets.push((vec![unset; items.len()], codes));
+    }
+    // (`Option` costs no space here: the items are moved out one by one.)
+    let mut by_market: Vec<Vec<Option<PositionItem>>> = by_market
+        .into_iter()
+        .map(|items| items.into_iter().map(Some).collect())
+        .collect();
+    let mut wallets = Vec::new();
+    for slot in 0..slots {
+        let list = &mut places[starts[slot] as usize..starts[slot + 1] as usize];
+        if list.is_empty() {
+            continue;
+        }
+        // By value descending; stable, so equal values stay in symbol order.
+        list.sort_by(|&(ma, a), &(mb, b)| {
+            let value = |m: u32, at: u32| {
+                &by_market[m as usize][at as usize]
+                    .as_ref()
+                    .expect("placed once")
+                    .value
+            };
+            value(mb, b).cmp(value(ma, a))
+        });
+        let items: WalletPositions = list
+            .iter()
+            .enumerate()
+            .map(|(k, &(m, at))| {
+                let item = by_market[m as usize][at as usize]
+                    .take()
+                    .expect("placed once");
+                markets[m as usize].0[at as usize] =
+                    PositionRef::new(slot as u32, k, item.direction);
+                item
+            })
+            .collect();
+        wallets.push((slot as u32, items));
+    }
+    Assembled { wallets, markets }
 }
 
 /// The per-asset part of a version, rebuilt whole by every version (a few

@@ -10,7 +10,7 @@ use market_model::{Direction, Market, MarketSort, SortOrder};
 
 use market_engine::SortKey;
 
-use super::markets::PositionItem;
+use super::markets::{PositionItem, PositionRef};
 use super::pages::{
     cmp_position_keys, cmp_wallet_keys, partition, AssetLookup, ItemKey, KeyedPage, Page,
     PositionKey, WalletKey, WalletOrder, WalletView,
@@ -27,18 +27,26 @@ impl Snapshot {
     /// Approximate heap bytes of the rendered items and indexes (items
     /// shared with another version are counted in both).
     pub fn heap_bytes(&self) -> usize {
-        let positions: usize = self
+        let items: usize = self
+            .by_wallet
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .map(|p| p.json.len() + std::mem::size_of::<PositionItem>())
+                    .sum::<usize>()
+                    + 16
+            })
+            .sum();
+        let lists: usize = self
             .positions
             .iter()
             .map(|m| {
-                m.all
-                    .iter()
-                    .map(|p| p.json.len() + std::mem::size_of::<PositionItem>() + 16)
-                    .sum::<usize>()
-                    + m.all.capacity() * 8
+                m.refs.capacity() * std::mem::size_of::<PositionRef>()
+                    + m.codes.capacity() * 8
                     + (m.long.capacity() + m.short.capacity()) * 4
             })
             .sum();
+        let positions = items + lists + self.by_wallet.capacity() * 16;
         let wallets: usize = self
             .wallets
             .slots
@@ -61,6 +69,11 @@ impl Snapshot {
         self.part.heap_bytes() + positions + wallets
     }
 
+    /// The item `r` refers to.
+    pub(super) fn position(&self, r: PositionRef) -> &PositionItem {
+        &self.by_wallet[r.slot as usize][r.index()]
+    }
+
     /// Number of tracked assets.
     pub fn asset_count(&self) -> usize {
         self.part.markets.len()
@@ -69,7 +82,7 @@ impl Snapshot {
     /// Number of served positions and wallets.
     pub fn counts(&self) -> (usize, usize) {
         (
-            self.positions.iter().map(|m| m.all.len()).sum(),
+            self.positions.iter().map(|m| m.len()).sum(),
             self.wallets.by_address.len(),
         )
     }
@@ -137,8 +150,10 @@ impl Snapshot {
             Some(Direction::Long) => Some(a.long.as_slice()),
             Some(Direction::Short) => Some(a.short.as_slice()),
         };
-        let at = |k: usize| -> &PositionItem { &a.all[subset.map_or(k, |s| s[k] as usize)] };
-        let len = subset.map_or(a.all.len(), <[u32]>::len);
+        let at = |k: usize| -> &PositionItem {
+            self.position(a.refs[subset.map_or(k, |s| s[k] as usize)])
+        };
+        let len = subset.map_or(a.len(), <[u32]>::len);
         // Sorted by value descending: the positions worth at least the
         // minimum are a prefix.
         let len = min_value.map_or(len, |min| {

@@ -30,8 +30,8 @@ use market_model::{
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::build::by_wallet;
-use super::markets::{MarketPositions, MarketsPart, PositionItem, Rendered};
+use super::build::assembled;
+use super::markets::{MarketsPart, PositionItem, Rendered};
 use super::pages::JsonItems;
 use super::wallets::{sort_index, sort_orders, AddressIndex, Order, WalletItem, Wallets};
 use super::Snapshot;
@@ -284,9 +284,9 @@ impl Snapshot {
             .flatten()
             .map(|w| w.json.len().max(w.address.len()))
             .chain(
-                self.positions
+                self.by_wallet
                     .iter()
-                    .flat_map(|m| m.all.iter().map(|p| p.json.len())),
+                    .flat_map(|l| l.iter().map(|p| p.json.len())),
             )
             .max()
             .unwrap_or(0);
@@ -340,8 +340,8 @@ impl Snapshot {
         }
         postcard::to_io(&(self.positions.len() as u64), &mut out)?;
         for m in &self.positions {
-            postcard::to_io(&(m.all.len() as u64), &mut out)?;
-            for p in &m.all {
+            postcard::to_io(&(m.len() as u64), &mut out)?;
+            for p in m.refs.iter().map(|&r| self.position(r)) {
                 let record = PositionRecord {
                     json: Cow::Borrowed(&p.json),
                     value: KeyRecord::of(&p.value),
@@ -409,14 +409,11 @@ impl Snapshot {
             return Err(corrupt("an index names no wallet, or the counts differ"));
         }
         let wallets = wallets.indexed();
-        let positions: Vec<Arc<MarketPositions>> = positions
-            .into_iter()
-            .map(|all| Arc::new(MarketPositions::new(all)))
-            .collect();
+        let (positions, by_wallet) = assembled(positions, wallets.slots.len());
         Ok(Snapshot {
             version: saved.version,
             observed_at: saved.observed_at,
-            by_wallet: by_wallet(&positions, wallets.slots.len()),
+            by_wallet,
             part,
             positions,
             wallets,
@@ -514,7 +511,7 @@ fn read_positions(
     input: &mut impl Read,
     scratch: &mut [u8],
     markets: usize,
-) -> Result<Vec<Vec<Arc<PositionItem>>>, SavedError> {
+) -> Result<Vec<Vec<PositionItem>>, SavedError> {
     if read_count(input, scratch)? != markets {
         return Err(corrupt("positions of another number of markets"));
     }
@@ -524,7 +521,7 @@ fn read_positions(
         let mut all = Vec::with_capacity(n.min(1 << 24));
         for _ in 0..n {
             let (r, _) = postcard::from_io::<PositionRecord, _>((&mut *input, &mut *scratch))?;
-            all.push(Arc::new(PositionItem {
+            all.push(PositionItem {
                 json: r.json.into_owned().into_boxed_slice(),
                 value: r.value.key()?,
                 wallet: r.wallet,
@@ -533,7 +530,7 @@ fn read_positions(
                 } else {
                     Direction::Short
                 },
-            }));
+            });
         }
         positions.push(all);
     }
