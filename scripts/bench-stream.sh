@@ -16,7 +16,8 @@
 #   scripts/bench-stream.sh [CLIENTS] [SECONDS] [WALLETS]   (defaults: 10000, 60, 20000)
 #
 # QUERY='?minValue=1000000' gives every client that filter (default: none,
-# every event to every client).
+# every event to every client). SERVE_BIN names another build's server
+# binary for `serve` (to compare builds; `track` stays this build's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=${1:-10000}
@@ -38,7 +39,7 @@ start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS" --weight-per-minute 0
 track_db
 start_track "$FAKE" "$FAKE_WS" --weight-per-minute 1000000 --publish-every 5
 TOKEN=$("$BIN" token create --name bench --rate-limit 2000000000/min --database-url "$DB" | tail -n 1)
-RUST_LOG=info "$BIN" serve --bind "$SERVE" --database-url "$DB" --access-log false \
+RUST_LOG=info "${SERVE_BIN:-$BIN}" serve --bind "$SERVE" --database-url "$DB" --access-log false \
   --max-streams-per-key "$CLIENTS" 2> "$WORK/serve.log" &
 SERVER=$!
 DETAIL=http://$SERVE/v1/networks/perpnet/markets/BTC

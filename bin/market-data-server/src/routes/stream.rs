@@ -214,9 +214,12 @@ pub async fn stream_position_events(
                     Ok(push) => match &*push {
                         Push::Events(chunk) if everything && chunk.starts_after(floor) => {
                             // Every event, none sent yet: the hub's pieces, shared.
-                            for piece in chunk.packed.clone() {
+                            // Borrowed: the push is held anyway, and a copy of
+                            // its list would be one more allocation per stream
+                            // for as long as the stream waits on its socket.
+                            for piece in &chunk.packed {
                                 wrote = true;
-                                yield Ok(piece);
+                                yield Ok(piece.clone());
                             }
                             floor = chunk.last_seq();
                         }
@@ -227,9 +230,9 @@ pub async fn stream_position_events(
                             }
                         }
                         Push::Version(v) if filter.symbol.is_none() => {
-                            for piece in v.packed.clone() {
+                            for piece in &v.packed {
                                 wrote = true;
-                                yield Ok(piece);
+                                yield Ok(piece.clone());
                             }
                         }
                         Push::Version(v) => {
