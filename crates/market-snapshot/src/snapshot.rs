@@ -7,8 +7,9 @@
 //! cursor plus copying bytes that are already rendered: no request sorts,
 //! filters, aggregates or formats a decimal.
 //!
-//! Positions and wallets are shared between versions (`Arc`): applying a
-//! publish ([`Snapshot::apply`]) renders only the wallets it changed and
+//! Wallets and each wallet's list of positions are shared between versions
+//! (`Arc`); a market's positions are references into those lists. Applying
+//! a publish ([`Snapshot::apply`]) renders only the wallets it changed and
 //! their positions, and merges them into the sorted lists of the served
 //! version. Sort keys are kept typed beside each rendered item
 //! ([`SortKey`](market_engine::SortKey)); nothing is parsed back out of JSON.

@@ -61,18 +61,18 @@ fn patch_coded<T: Copy>(
     added: &[(u64, T)],
     cmp: impl Fn(&(u64, T), &(u64, T)) -> Ordering,
 ) -> (Vec<T>, Vec<u64>) {
-    let (mut slots, mut codes) = (
+    let (mut kept, mut codes) = (
         Vec::with_capacity(old_codes.len()),
         Vec::with_capacity(old_codes.len()),
     );
     for (&s, &c) in old.iter().zip(old_codes) {
         if !gone(&s) {
-            slots.push(s);
+            kept.push(s);
             codes.push(c);
         }
     }
     if added.is_empty() {
-        return (slots, codes);
+        return (kept, codes);
     }
     let mut at = Vec::with_capacity(added.len());
     let mut from = 0;
@@ -85,7 +85,7 @@ fn patch_coded<T: Copy>(
         }
         while low < high {
             let mid = low + (high - low) / 2;
-            if cmp(&(codes[mid], slots[mid]), a) == Ordering::Less {
+            if cmp(&(codes[mid], kept[mid]), a) == Ordering::Less {
                 low = mid + 1;
             } else {
                 high = mid;
@@ -94,22 +94,22 @@ fn patch_coded<T: Copy>(
         from = low;
         at.push(from);
     }
-    let n = slots.len() + added.len();
-    let (mut out_slots, mut out_codes) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let n = kept.len() + added.len();
+    let (mut out, mut out_codes) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let mut next = added.iter().zip(at).peekable();
-    for (i, (s, c)) in slots.into_iter().zip(codes).enumerate() {
+    for (i, (s, c)) in kept.into_iter().zip(codes).enumerate() {
         while let Some((&(ac, a), _)) = next.next_if(|&(_, p)| p == i) {
-            out_slots.push(a);
+            out.push(a);
             out_codes.push(ac);
         }
-        out_slots.push(s);
+        out.push(s);
         out_codes.push(c);
     }
     for (&(ac, a), _) in next {
-        out_slots.push(a);
+        out.push(a);
         out_codes.push(ac);
     }
-    (out_slots, out_codes)
+    (out, out_codes)
 }
 
 impl Snapshot {

@@ -1,7 +1,8 @@
 //! The per-market part of a version: the markets with their rendered
 //! lists, current liquidity days and cohorts (rebuilt whole by every
-//! version), and each market's position items in page order (shared
-//! between versions when unchanged).
+//! version), each market's positions in page order as references into the
+//! wallets' lists (shared between versions when unchanged), and how those
+//! lists are assembled from positions in page order.
 
 use std::collections::HashMap;
 
