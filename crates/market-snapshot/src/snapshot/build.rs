@@ -22,43 +22,39 @@ use crate::rendered::RenderedPosition;
 /// A position the snapshot can take in: a model struct (rendered here) or a
 /// [`RenderedPosition`] (moved in).
 pub(super) trait IntoItem: PositionKeys {
-    /// The item of `owner`'s position (its wallet is in slot `wallet`), and
-    /// its value key.
-    fn into_item(self, wallet: u32, owner: &Wallet) -> (SortKey, PositionItem);
+    /// The item of `owner`'s position (its wallet is in slot `wallet`).
+    fn into_item(self, wallet: u32, owner: &Wallet) -> PositionItem;
 }
 
 impl IntoItem for &MarketPosition {
     /// (A model carries its wallet's label and tags already.)
-    fn into_item(self, wallet: u32, _owner: &Wallet) -> (SortKey, PositionItem) {
-        let value = SortKey::new(&self.position_value.0);
-        let item = PositionItem {
+    fn into_item(self, wallet: u32, _owner: &Wallet) -> PositionItem {
+        PositionItem {
             json: render(self),
-            value: value.clone(),
+            value: SortKey::new(&self.position_value.0),
             wallet,
             direction: self.direction,
-        };
-        (value, item)
+        }
     }
 }
 
 impl IntoItem for MarketPosition {
-    fn into_item(self, wallet: u32, owner: &Wallet) -> (SortKey, PositionItem) {
+    fn into_item(self, wallet: u32, owner: &Wallet) -> PositionItem {
         (&self).into_item(wallet, owner)
     }
 }
 
 impl IntoItem for RenderedPosition {
-    fn into_item(self, wallet: u32, owner: &Wallet) -> (SortKey, PositionItem) {
+    fn into_item(self, wallet: u32, owner: &Wallet) -> PositionItem {
         let direction = self.direction();
         let RenderedPosition { value, json, .. } =
             self.labelled(owner.label.as_deref(), &owner.tags);
-        let item = PositionItem {
+        PositionItem {
             json,
-            value: value.clone(),
+            value,
             wallet,
             direction,
-        };
-        (value, item)
+        }
     }
 }
 
@@ -79,7 +75,7 @@ pub(super) fn position_items<'w, P: IntoItem>(
         else {
             continue;
         };
-        grouped[m].push(p.into_item(wallet, owner).1);
+        grouped[m].push(p.into_item(wallet, owner));
     }
     for g in &mut grouped {
         g.sort_unstable_by(|a, b| page_order(a, b, &same_value));
