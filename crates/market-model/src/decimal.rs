@@ -262,8 +262,32 @@ impl Serialize for Decimal {
 
 impl<'de> Deserialize<'de> for Decimal {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(deserializer)?;
-        Decimal::from_str(&s).map_err(serde::de::Error::custom)
+        deserializer.deserialize_str(DecimalVisitor)
+    }
+}
+
+/// Parses a decimal from the string as the deserializer has it, with no
+/// `String` allocated for it (a server reads a version's tens of thousands
+/// of stored liquidation levels this way at each publish). It takes what
+/// `String` takes, with the same "a string" in type errors.
+struct DecimalVisitor;
+
+impl serde::de::Visitor<'_> for DecimalVisitor {
+    type Value = Decimal;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Decimal, E> {
+        Decimal::from_str(s).map_err(E::custom)
+    }
+
+    fn visit_bytes<E: serde::de::Error>(self, b: &[u8]) -> Result<Decimal, E> {
+        match std::str::from_utf8(b) {
+            Ok(s) => self.visit_str(s),
+            Err(_) => Err(E::invalid_value(serde::de::Unexpected::Bytes(b), &self)),
+        }
     }
 }
 
@@ -378,10 +402,31 @@ mod tests {
         ] {
             assert!(s.parse::<Decimal>().is_err(), "{s:?} parsed");
         }
-        assert!(
-            serde_json::from_str::<Decimal>("1.5").is_err(),
-            "JSON numbers are not accepted"
+        let number = serde_json::from_str::<Decimal>("1.5").expect_err("a JSON number");
+        assert_eq!(
+            number.to_string(),
+            "invalid type: floating point `1.5`, expected a string at line 1 column 3"
         );
+        let text = serde_json::from_str::<Decimal>("\"1.5x\"").expect_err("not a decimal");
+        assert!(
+            text.to_string()
+                .starts_with("`1.5x` is not a decimal number"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn deserializes_from_borrowed_escaped_and_owned_strings() {
+        let want = Decimal::from_str("-12.50").unwrap();
+        // Borrowed from the input, unescaped into a buffer, and owned.
+        assert_eq!(serde_json::from_str::<Decimal>("\"-12.50\"").unwrap(), want);
+        assert_eq!(
+            serde_json::from_str::<Decimal>("\"-12\\u002e50\"").unwrap(),
+            want
+        );
+        let value = serde_json::Value::String("-12.50".to_owned());
+        assert_eq!(serde_json::from_value::<Decimal>(value).unwrap(), want);
+        assert_eq!(want.to_string(), "-12.50");
     }
 
     #[test]

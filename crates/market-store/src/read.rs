@@ -389,14 +389,17 @@ impl Store {
         if from >= v || changed as usize > max_wallets {
             return Ok(None);
         }
-        let wallet_rows: Vec<WalletRow> = wallets::table
+        // Converted as they are read (no vector of rows to convert after).
+        let wallets: Vec<Wallet> = wallets::table
             .filter(wallets::version.gt(from))
             .filter(wallets::version.le(v))
             .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
             .order(wallets::address)
             .select(WalletRow::as_select())
-            .load(conn)?;
-        let rewritten: HashSet<&str> = wallet_rows.iter().map(|w| w.address.as_str()).collect();
+            .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
+            .map(|row| wallet_from(row?))
+            .collect::<Result<_, StoreError>>()?;
+        let rewritten: HashSet<&str> = wallets.iter().map(|w| w.address.as_str()).collect();
         let query = positions::table
             .filter(positions::version.gt(from))
             .filter(positions::version.le(v))
@@ -426,10 +429,6 @@ impl Store {
         }
         let coverage: NetworkCoverage = serde_json::from_str(&coverage)
             .map_err(|e| StoreError::Corrupt(format!("coverage of version {v}: {e}")))?;
-        let wallets = wallet_rows
-            .into_iter()
-            .map(wallet_from)
-            .collect::<Result<Vec<_>, _>>()?;
         let DataVersion {
             observed_at,
             markets,

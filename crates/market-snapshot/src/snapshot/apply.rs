@@ -1,7 +1,7 @@
 //! Turning a version into the next one from a writer's changes
 //! ([`Snapshot::apply`], [`Snapshot::apply_rendered`]): only the changed
 //! wallets and their positions are rendered, and merged into copies of
-//! this version's sorted lists ([`patch_sorted`]); everything else is
+//! this version's sorted lists ([`patch_coded`]); everything else is
 //! shared with this version.
 
 use std::cmp::Ordering;
@@ -15,45 +15,17 @@ use market_engine::VersionChanges;
 use super::build::{empty, position_items, IntoItem};
 use super::codes::exact;
 use super::markets::{assemble, Assembled, MarketPositions, MarketsPart, PositionRef};
-use super::wallets::{filter_flags, sort_orders, Order, WalletItem, Wallets};
+use super::wallets::{filter_flags, sort_orders, Filters, Order, WalletItem, Wallets};
 use super::Snapshot;
 use crate::rendered::RenderedPosition;
 
 /// `old` without the entries `gone` marks, with `added` (sorted by `cmp`,
-/// which must order `old` too) merged in. Costs a copy of `old` plus a binary
-/// search per added entry, not a comparison per entry of `old`.
-fn patch_sorted<T: Clone>(
-    old: &[T],
-    gone: impl Fn(&T) -> bool,
-    added: &[T],
-    cmp: impl Fn(&T, &T) -> Ordering,
-) -> Vec<T> {
-    let kept: Vec<T> = old.iter().filter(|x| !gone(x)).cloned().collect();
-    if added.is_empty() {
-        return kept;
-    }
-    let mut at = Vec::with_capacity(added.len());
-    let mut from = 0;
-    for a in added {
-        from += kept[from..].partition_point(|x| cmp(x, a) == Ordering::Less);
-        at.push(from);
-    }
-    let mut out = Vec::with_capacity(kept.len() + added.len());
-    let mut next = added.iter().zip(at).peekable();
-    for (i, x) in kept.into_iter().enumerate() {
-        while let Some((a, _)) = next.next_if(|&(_, p)| p == i) {
-            out.push(a.clone());
-        }
-        out.push(x);
-    }
-    out.extend(next.map(|(a, _)| a.clone()));
-    out
-}
-
-/// [`patch_sorted`] for a list whose entries have codes (an order's
-/// unfiltered list, a market's positions), kept as two arrays: the search
-/// reads only the codes (8 bytes an entry), and the entries are compared
-/// (`cmp`, on (code, entry) pairs) only where codes tie.
+/// which must order `old` too) merged in, for a list whose entries have
+/// codes (the address order, an order's unfiltered list, a market's
+/// positions), kept as two arrays: the search reads only the codes (8 bytes
+/// an entry), and the entries are compared (`cmp`, on (code, entry) pairs)
+/// only where codes tie. Costs a copy of `old` plus a binary search per
+/// added entry.
 fn patch_coded<T: Copy>(
     old: &[T],
     old_codes: &[u64],
@@ -193,14 +165,28 @@ impl Snapshot {
             slots,
             free,
             by_address: Vec::new(),
+            address_codes: Vec::new(),
             by_hash,
             orders: HashMap::new(),
             flags,
         };
         let is_gone = |&s: &u32| gone.get(s as usize).copied().unwrap_or(false);
-        index.by_address = patch_sorted(&old.by_address, is_gone, &added, |&a, &b| {
-            index.item(a).cmp_address(index.item(b))
-        });
+        // The changed wallets are in address order (sorted above).
+        let placed: Vec<(u64, u32)> = added
+            .iter()
+            .map(|&s| (index.item(s).address_code(), s))
+            .collect();
+        let (by_address, address_codes) = patch_coded(
+            &old.by_address,
+            &old.address_codes,
+            is_gone,
+            &placed,
+            |&(x, a), &(y, b)| {
+                x.cmp(&y)
+                    .then_with(|| index.item(a).cmp_address(index.item(b)))
+            },
+        );
+        (index.by_address, index.address_codes) = (by_address, address_codes);
         // Each slot's place in address order: ties in every order are
         // broken by address, compared here without the wallet items.
         let mut rank = vec![0u32; index.slots.len()];
@@ -286,6 +272,7 @@ impl Snapshot {
             // binary search on the codes per added wallet, the items compared
             // only among equal codes); its filtered lists are derived from it.
             let mut orders = HashMap::new();
+            let filters = Filters::new(&index.flags, &index.by_address);
             for (sort, order) in sort_orders() {
                 let cmp = |&(x, a): &(u64, u32), &(y, b): &(u64, u32)| {
                     x.cmp(&y).then_with(|| match exact(x) {
@@ -301,7 +288,7 @@ impl Snapshot {
                 let previous = &old.orders[&(sort, order)];
                 let (all, codes) =
                     patch_coded(previous.all(), &previous.codes, is_gone, &sorted, cmp);
-                orders.insert((sort, order), Order::with_codes(all, codes, &index.flags));
+                orders.insert((sort, order), Order::with_codes(all, codes, &filters));
             }
             (positions.join().expect("patching positions"), orders)
         });
@@ -328,35 +315,6 @@ mod tests {
 
     use crate::snapshot::wallets::wallet_filters;
     use crate::snapshot::{PositionKey, WalletKey, WalletOrder};
-
-    #[test]
-    fn patch_sorted_drops_and_merges() {
-        let old = [1, 3, 5, 7, 9];
-        let got = patch_sorted(&old, |&x| x == 5 || x == 9, &[0, 4, 6, 10], |a, b| a.cmp(b));
-        assert_eq!(got, [0, 1, 3, 4, 6, 7, 10]);
-        assert_eq!(patch_sorted(&old, |_| true, &[2], |a, b| a.cmp(b)), [2]);
-        assert_eq!(
-            patch_sorted(&[], |_: &i32| false, &[2, 3], |a, b| a.cmp(b)),
-            [2, 3]
-        );
-        // Every split of 0..12 into old, gone and added (a value's residue
-        // picks its part), against filtering and sorting.
-        for seed in 0u32..500 {
-            let part = |x: u32| (x.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) % 3;
-            let all: Vec<u32> = (0..12).collect();
-            let old: Vec<u32> = all.iter().copied().filter(|&x| part(x) != 2).collect();
-            let added: Vec<u32> = all.iter().copied().filter(|&x| part(x) == 2).collect();
-            let gone = |x: &u32| part(*x) == 1 && x.is_multiple_of(2);
-            let mut want: Vec<u32> = old.iter().copied().filter(|x| !gone(x)).collect();
-            want.extend(&added);
-            want.sort_unstable();
-            assert_eq!(
-                patch_sorted(&old, gone, &added, |a, b| a.cmp(b)),
-                want,
-                "seed {seed}"
-            );
-        }
-    }
 
     #[test]
     fn patch_coded_places_entries_by_code_then_pairs() {
@@ -577,7 +535,10 @@ mod tests {
                 }
             }
             for _ in 0..next(6) {
-                let address = format!("0x{:02}", next(30));
+                // Full-length addresses whose first 8 bytes (their code
+                // in the address order) are shared by groups of six.
+                let n = next(30);
+                let address = format!("0x{:06x}{:034x}", n % 5, n);
                 let exists = input.wallets.iter().any(|w| w.address == address);
                 match next(3) {
                     0 if exists => {

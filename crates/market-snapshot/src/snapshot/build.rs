@@ -15,7 +15,9 @@ use market_engine::{DataVersion, PositionKeys, SortKey};
 
 use super::markets::{assemble, Assembled, MarketPositions, MarketsPart, PositionItem};
 use super::pages::render;
-use super::wallets::{filter_flags, sorted_by_value, AddressIndex, Order, WalletItem, Wallets};
+use super::wallets::{
+    filter_flags, sorted_by_value, AddressIndex, Filters, Order, WalletItem, Wallets,
+};
 use super::{Snapshot, WalletPositions};
 use crate::rendered::RenderedPosition;
 
@@ -237,17 +239,20 @@ impl Snapshot {
                 .collect();
             let mut index = Wallets {
                 by_address: (0..wallets.len() as u32).collect(),
+                address_codes: Vec::new(),
                 by_hash: AddressIndex::new(&slots),
                 slots,
                 free: Vec::new(),
                 orders: HashMap::new(),
                 flags,
             };
+            index.derive_address_codes();
             let codes = index.ascending_codes();
+            let filters = Filters::new(&index.flags, &index.by_address);
             for (&sort, codes) in WalletSort::ALL.iter().zip(&codes) {
                 let (asc, desc) = sorted_by_value(&index, sort);
                 for (order, list) in [(SortOrder::Asc, asc), (SortOrder::Desc, desc)] {
-                    let listed = Order::new(list, codes, order, &index.flags);
+                    let listed = Order::new(list, codes, order, &filters);
                     index.orders.insert((sort, order), listed);
                 }
             }

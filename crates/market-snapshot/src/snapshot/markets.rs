@@ -84,7 +84,12 @@ pub(super) struct MarketPositions {
 impl MarketPositions {
     pub(super) fn new(refs: Vec<PositionRef>, codes: Vec<u64>) -> MarketPositions {
         debug_assert_eq!(refs.len(), codes.len());
-        let (mut long, mut short) = (Vec::new(), Vec::new());
+        // Each subset allocated once, at its size.
+        let longs = refs.iter().filter(|r| r.is_long()).count();
+        let (mut long, mut short) = (
+            Vec::with_capacity(longs),
+            Vec::with_capacity(refs.len() - longs),
+        );
         for (i, r) in refs.iter().enumerate() {
             match r.is_long() {
                 true => long.push(i as u32),

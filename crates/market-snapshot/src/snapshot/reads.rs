@@ -56,6 +56,7 @@ impl Snapshot {
             .sum::<usize>()
             + self.wallets.slots.capacity() * 8
             + self.wallets.by_address.capacity() * 4
+            + self.wallets.address_codes.capacity() * 8
             + self.wallets.by_hash.table.capacity() * 5
             + self.wallets.flags.capacity()
             + self

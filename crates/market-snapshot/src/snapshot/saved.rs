@@ -33,7 +33,9 @@ use time::OffsetDateTime;
 use super::build::assembled;
 use super::markets::{MarketsPart, PositionItem, Rendered};
 use super::pages::JsonItems;
-use super::wallets::{sort_index, sort_orders, AddressIndex, Order, WalletItem, Wallets};
+use super::wallets::{
+    sort_index, sort_orders, valid_flags, AddressIndex, Filters, Order, WalletItem, Wallets,
+};
 use super::Snapshot;
 use crate::rendered::RenderedPosition;
 
@@ -468,12 +470,17 @@ impl SavedWallets {
     }
 
     /// Every list names each occupied slot once in number, no free slot is
-    /// occupied, and every slot has its flags.
+    /// occupied, and every slot has its flags, each one that
+    /// [`filter_flags`](super::wallets::filter_flags) can give.
     fn sound(&self) -> bool {
         let served = self.occupied();
         let whole = |l: &[u32]| l.len() == served && l.iter().all(|&s| self.occupied_slot(s));
         self.flags.len() == self.slots.len()
             && whole(&self.by_address)
+            && self
+                .by_address
+                .iter()
+                .all(|&s| valid_flags(self.flags[s as usize]))
             && self.unfiltered.iter().all(|(_, l)| whole(l))
             && self
                 .free
@@ -489,13 +496,16 @@ impl SavedWallets {
             slots: self.slots,
             free: self.free,
             by_address: self.by_address,
+            address_codes: Vec::new(),
             orders: HashMap::new(),
             flags: self.flags,
         };
+        wallets.derive_address_codes();
         let codes = wallets.ascending_codes();
+        let filters = Filters::new(&wallets.flags, &wallets.by_address);
         for ((sort, order), list) in self.unfiltered {
             let ascending = &codes[sort_index(sort)];
-            let listed = Order::new(list, ascending, order, &wallets.flags);
+            let listed = Order::new(list, ascending, order, &filters);
             wallets.orders.insert((sort, order), listed);
         }
         wallets
