@@ -22,10 +22,11 @@ use crate::rendered::RenderedPosition;
 /// `old` without the entries `gone` marks, with `added` (sorted by `cmp`,
 /// which must order `old` too) merged in, for a list whose entries have
 /// codes (the address order, an order's unfiltered list, a market's
-/// positions), kept as two arrays: the search reads only the codes (8 bytes
-/// an entry), and the entries are compared (`cmp`, on (code, entry) pairs)
-/// only where codes tie. Costs a copy of `old` plus a binary search per
-/// added entry.
+/// positions), kept as two arrays. One pass that merges as it copies: the
+/// codes are compared (8 bytes an entry, read in order), and the entries
+/// (`cmp`, on (code, entry) pairs) only where codes tie. A binary search
+/// per added entry instead read the codes at places spread over the list,
+/// most of them cache misses, and needed a copy of the kept entries first.
 fn patch_coded<T: Copy>(
     old: &[T],
     old_codes: &[u64],
@@ -33,51 +34,31 @@ fn patch_coded<T: Copy>(
     added: &[(u64, T)],
     cmp: impl Fn(&(u64, T), &(u64, T)) -> Ordering,
 ) -> (Vec<T>, Vec<u64>) {
-    let (mut kept, mut codes) = (
-        Vec::with_capacity(old_codes.len()),
-        Vec::with_capacity(old_codes.len()),
-    );
-    for (&s, &c) in old.iter().zip(old_codes) {
-        if !gone(&s) {
-            kept.push(s);
-            codes.push(c);
-        }
-    }
-    if added.is_empty() {
-        return (kept, codes);
-    }
-    let mut at = Vec::with_capacity(added.len());
-    let mut from = 0;
-    for a in added {
-        let low = from + codes[from..].partition_point(|&c| c < a.0);
-        // Among equal codes (if any), by the pairs themselves.
-        let (mut low, mut high) = (low, low);
-        if codes.get(low) == Some(&a.0) {
-            high += codes[low..].partition_point(|&c| c == a.0);
-        }
-        while low < high {
-            let mid = low + (high - low) / 2;
-            if cmp(&(codes[mid], kept[mid]), a) == Ordering::Less {
-                low = mid + 1;
-            } else {
-                high = mid;
-            }
-        }
-        from = low;
-        at.push(from);
-    }
-    let n = kept.len() + added.len();
+    let n = old.len() + added.len();
     let (mut out, mut out_codes) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let mut next = added.iter().zip(at).peekable();
-    for (i, (s, c)) in kept.into_iter().zip(codes).enumerate() {
-        while let Some((&(ac, a), _)) = next.next_if(|&(_, p)| p == i) {
+    let mut next = added.iter().peekable();
+    for (&s, &c) in old.iter().zip(old_codes) {
+        if gone(&s) {
+            continue;
+        }
+        // Before it go the added entries it does not precede.
+        while let Some(&&(ac, a)) = next.peek() {
+            let before = match ac.cmp(&c) {
+                Ordering::Less => true,
+                Ordering::Greater => false,
+                Ordering::Equal => cmp(&(c, s), &(ac, a)) != Ordering::Less,
+            };
+            if !before {
+                break;
+            }
             out.push(a);
             out_codes.push(ac);
+            next.next();
         }
         out.push(s);
         out_codes.push(c);
     }
-    for (&(ac, a), _) in next {
+    for &(ac, a) in next {
         out.push(a);
         out_codes.push(ac);
     }
@@ -268,9 +249,10 @@ impl Snapshot {
                     .collect::<Vec<_>>();
                 (positions, by_wallet)
             });
-            // Each order's unfiltered list is patched with its codes (a
-            // binary search on the codes per added wallet, the items compared
-            // only among equal codes); its filtered lists are derived from it.
+            // Each order's unfiltered list is patched with its codes (the
+            // changed wallets merged in on their codes as it is copied, the
+            // items compared only among equal codes); its filtered lists are
+            // derived from it.
             let mut orders = HashMap::new();
             let filters = Filters::new(&index.flags, &index.by_address);
             for (sort, order) in sort_orders() {

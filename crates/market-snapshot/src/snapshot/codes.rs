@@ -1,15 +1,14 @@
 //! Order-preserving 64-bit codes of the wallet orders' sort keys, kept in
 //! list order beside each order's list ([`Order`](super::wallets::Order)).
 //!
-//! Applying a publish places each changed wallet in every listing order by
-//! binary search (7,000 wallets × 10 orders × about 18 steps at 300,000
-//! wallets). Comparing against the wallet items costs a cache miss a step
-//! (the items are spread over the heap). On the codes, the search reads one
-//! array, whose upper levels stay cached from one search to the next and
-//! whose last steps share a cache line. Entries of equal code are of equal
-//! value when the code says it is exact ([`exact`]), and then ordered by
-//! address; only values that share an inexact code are compared on the
-//! items.
+//! Applying a publish places each changed wallet in every listing order
+//! (7,000 wallets in 10 orders of 300,000 at an own node's scale).
+//! Comparing against the wallet items costs a cache miss each (the items
+//! are spread over the heap). On the codes, the changed wallets are merged
+//! into each list as it is copied, reading one array in order. Entries of
+//! equal code are of equal value when the code says it is exact
+//! ([`exact`]), and then ordered by address; only values that share an
+//! inexact code are compared on the items.
 
 use bigdecimal::{BigDecimal, RoundingMode, ToPrimitive};
 use market_engine::{pow10, SortKey};

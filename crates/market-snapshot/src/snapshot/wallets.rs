@@ -112,9 +112,9 @@ pub(super) struct Wallets {
     /// Slots by address.
     pub(super) by_address: Vec<u32>,
     /// [`WalletItem::address_code`] of each slot of `by_address`, in its
-    /// order: placing a changed wallet in address order searches these (8
-    /// bytes an entry, no item read but among equal codes) instead of
-    /// reading a wallet item, a likely cache miss, at each step.
+    /// order: a changed wallet is placed in address order on these (8
+    /// bytes an entry, no item read but among equal codes) instead of on
+    /// the wallet items, a likely cache miss each.
     pub(super) address_codes: Vec<u64>,
     /// Slots hashed by address: wallet detail looks one address up per
     /// request, and a binary search over `by_address` reads a wallet item
