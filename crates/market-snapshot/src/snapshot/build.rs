@@ -15,9 +15,7 @@ use market_engine::{DataVersion, PositionKeys, SortKey};
 
 use super::markets::{assemble, Assembled, MarketPositions, MarketsPart, PositionItem};
 use super::pages::render;
-use super::wallets::{
-    filter_flags, sorted_by_value, AddressIndex, Filters, Order, WalletItem, Wallets,
-};
+use super::wallets::{filter_flags, sorted_by_value, AddressIndex, WalletItem, Wallets};
 use super::{Snapshot, WalletPositions};
 use crate::rendered::RenderedPosition;
 
@@ -246,16 +244,13 @@ impl Snapshot {
                 orders: HashMap::new(),
                 flags,
             };
-            index.derive_address_codes();
-            let codes = index.ascending_codes();
-            let filters = Filters::new(&index.flags, &index.by_address);
-            for (&sort, codes) in WalletSort::ALL.iter().zip(&codes) {
+            let mut lists = Vec::with_capacity(2 * WalletSort::ALL.len());
+            for &sort in WalletSort::ALL {
                 let (asc, desc) = sorted_by_value(&index, sort);
-                for (order, list) in [(SortOrder::Asc, asc), (SortOrder::Desc, desc)] {
-                    let listed = Order::new(list, codes, order, &filters);
-                    index.orders.insert((sort, order), listed);
-                }
+                lists.push(((sort, SortOrder::Asc), asc));
+                lists.push(((sort, SortOrder::Desc), desc));
             }
+            index.derive_orders(lists);
             (positions.join().expect("building positions"), index)
         });
         let (positions, by_wallet) = positions;

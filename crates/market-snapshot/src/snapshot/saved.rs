@@ -33,9 +33,7 @@ use time::OffsetDateTime;
 use super::build::assembled;
 use super::markets::{MarketsPart, PositionItem, Rendered};
 use super::pages::JsonItems;
-use super::wallets::{
-    sort_index, sort_orders, valid_flags, AddressIndex, Filters, Order, WalletItem, Wallets,
-};
+use super::wallets::{sort_orders, valid_flags, AddressIndex, WalletItem, Wallets};
 use super::Snapshot;
 use crate::rendered::RenderedPosition;
 
@@ -488,8 +486,8 @@ impl SavedWallets {
                 .all(|&s| (s as usize) < self.slots.len() && !self.occupied_slot(s))
     }
 
-    /// The table with what is derived: the filtered lists, the orders'
-    /// codes, the hashed index.
+    /// The table with what is derived: the hashed index, the address
+    /// codes, the orders' codes and filtered lists.
     fn indexed(self) -> Wallets {
         let mut wallets = Wallets {
             by_hash: AddressIndex::new(&self.slots),
@@ -500,14 +498,7 @@ impl SavedWallets {
             orders: HashMap::new(),
             flags: self.flags,
         };
-        wallets.derive_address_codes();
-        let codes = wallets.ascending_codes();
-        let filters = Filters::new(&wallets.flags, &wallets.by_address);
-        for ((sort, order), list) in self.unfiltered {
-            let ascending = &codes[sort_index(sort)];
-            let listed = Order::new(list, ascending, order, &filters);
-            wallets.orders.insert((sort, order), listed);
-        }
+        wallets.derive_orders(self.unfiltered);
         wallets
     }
 }

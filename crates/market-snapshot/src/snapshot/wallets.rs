@@ -81,14 +81,22 @@ impl WalletItem {
 }
 
 impl Wallets {
-    /// The address codes of `by_address`, read off the items (a build, a
-    /// start from a saved version).
-    pub(super) fn derive_address_codes(&mut self) {
+    /// Derives what a build and a start from a saved version derive alike
+    /// from the slots, the address order, the flags and each order's
+    /// unfiltered list (`lists`): the address codes, and every order's
+    /// codes and filtered lists.
+    pub(super) fn derive_orders(&mut self, lists: Vec<((WalletSort, SortOrder), Vec<u32>)>) {
         self.address_codes = self
             .by_address
             .iter()
             .map(|&s| self.item(s).address_code())
             .collect();
+        let codes = self.ascending_codes();
+        let filters = Filters::new(&self.flags, &self.by_address);
+        for ((sort, order), list) in lists {
+            let listed = Order::new(list, &codes[sort_index(sort)], order, &filters);
+            self.orders.insert((sort, order), listed);
+        }
     }
 }
 
