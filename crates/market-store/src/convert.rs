@@ -87,9 +87,12 @@ pub(crate) fn market_rows(
         .collect()
 }
 
-pub(crate) fn wallet_row(version: i64, w: &Wallet) -> WalletRow {
+/// The row of wallet `w` holding `positions` (its `positions` column, see
+/// `held.rs`).
+pub(crate) fn wallet_row(version: i64, w: &Wallet, positions: String) -> WalletRow {
     WalletRow {
         version,
+        positions,
         address: w.address.clone(),
         label: w.label.clone(),
         tags: serde_json::to_string(&w.tags).expect("strings serialize"),
@@ -112,26 +115,6 @@ pub(crate) fn wallet_row(version: i64, w: &Wallet) -> WalletRow {
         win_rate: w.win_rate.as_ref().map(db),
         strategy: w.strategy.map(|s| s.as_str().to_owned()),
         strategy_confidence: w.strategy_confidence.as_ref().map(db),
-    }
-}
-
-pub(crate) fn position_row(version: i64, p: &MarketPosition) -> PositionRow {
-    PositionRow {
-        version,
-        symbol: p.symbol.clone(),
-        address: p.address.clone(),
-        direction: p.direction.as_str().to_owned(),
-        size: db(&p.size),
-        entry_price: db(&p.entry_price),
-        mark_price: db(&p.mark_price),
-        position_value: db(&p.position_value),
-        liq_price: p.liq_price.as_ref().map(db),
-        leverage: db(&p.leverage),
-        margin: db(&p.margin),
-        upnl: db(&p.u_pnl),
-        upnl_pct: db(&p.u_pnl_pct),
-        funding_cost: db(&p.funding_cost),
-        observed_at: to_db_time(p.observed_at),
     }
 }
 
@@ -228,9 +211,9 @@ fn sort_levels(levels: &mut [Level]) {
     });
 }
 
-/// A wallet row as the model's wallet.
-pub(crate) fn wallet_from(r: WalletRow) -> Result<Wallet, StoreError> {
-    Ok(Wallet {
+/// A wallet row as the model's wallet, and its `positions` column.
+pub(crate) fn wallet_from(r: WalletRow) -> Result<(Wallet, String), StoreError> {
+    let wallet = Wallet {
         tags: json::<Vec<String>>("wallet tags", &r.tags)?,
         kols: json::<Vec<Kol>>("wallet kols", &r.kols)?,
         kol_profile: r
@@ -258,31 +241,8 @@ pub(crate) fn wallet_from(r: WalletRow) -> Result<Wallet, StoreError> {
         roi: r.roi.map(dec),
         win_rate: r.win_rate.map(dec),
         strategy_confidence: r.strategy_confidence.map(dec),
-    })
-}
-
-/// A position row as the model's position, without its wallet's label and
-/// tags (see [`label_positions`]).
-pub(crate) fn position_from(r: PositionRow) -> Result<MarketPosition, StoreError> {
-    Ok(MarketPosition {
-        label: None,
-        tags: Vec::new(),
-        direction: parse::<Direction>("position direction", &r.direction)?,
-        size_unit: r.symbol.clone(),
-        symbol: r.symbol,
-        address: r.address,
-        position_value: dec(r.position_value),
-        liq_price: r.liq_price.map(dec),
-        observed_at: from_db_time(r.observed_at),
-        leverage: dec(r.leverage),
-        size: dec(r.size),
-        u_pnl: dec(r.upnl),
-        u_pnl_pct: dec(r.upnl_pct),
-        entry_price: dec(r.entry_price),
-        mark_price: dec(r.mark_price),
-        margin: dec(r.margin),
-        funding_cost: dec(r.funding_cost),
-    })
+    };
+    Ok((wallet, r.positions))
 }
 
 /// Copies each wallet's label and tags into its positions (only wallets

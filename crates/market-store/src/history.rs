@@ -21,8 +21,7 @@ use time::OffsetDateTime;
 use crate::connection::MultiBackend;
 use crate::convert::epoch_ms;
 use crate::event_stream::{self, SequencedEvent};
-use crate::schema::{history_hourly, history_points, position_events, positions, wallets};
-use crate::types::DbDecimal;
+use crate::schema::{history_hourly, history_points, position_events, wallets};
 use crate::{insert_chunked, DbConnection, Store, StoreError, ADDRESS_CHUNK, MAX_BINDS};
 
 const HOUR_MS: i64 = 3_600_000;
@@ -423,16 +422,15 @@ fn value_micro(value: &BigDecimal) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
-/// An open position row, as events compare it.
-#[derive(Queryable)]
+/// An open position, as events compare it.
 struct OpenRow {
     address: String,
     symbol: String,
-    direction: String,
-    size: DbDecimal,
-    position_value: DbDecimal,
-    mark_price: DbDecimal,
-    liq_price: Option<DbDecimal>,
+    direction: Direction,
+    size: Decimal,
+    position_value: Decimal,
+    mark_price: Decimal,
+    liq_price: Option<Decimal>,
 }
 
 /// The events between the open rows of the written wallets and their new
@@ -443,47 +441,43 @@ fn derive_events(
     conn: &mut DbConnection,
     obs: &Observation<'_>,
 ) -> Result<Vec<PositionEvent>, StoreError> {
-    let select = (
-        positions::address,
-        positions::symbol,
-        positions::direction,
-        positions::size,
-        positions::position_value,
-        positions::mark_price,
-        positions::liq_price,
-    );
-    let mut open: Vec<OpenRow> = Vec::new();
-    let mut served: HashSet<String> = HashSet::new();
+    // The open rows (wallets served now) with the positions they hold.
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let select = (wallets::address, wallets::positions);
     if obs.full {
-        open = positions::table
-            .filter(positions::valid_to.is_null())
+        rows = wallets::table
+            .filter(wallets::valid_to.is_null())
             .select(select)
             .load(conn)?;
-        served.extend(
-            wallets::table
-                .filter(wallets::valid_to.is_null())
-                .select(wallets::address)
-                .load::<String>(conn)?,
-        );
     } else {
         let addresses: Vec<&str> = obs.wallets.iter().map(|w| w.address.as_str()).collect();
         for chunk in addresses.chunks(ADDRESS_CHUNK) {
-            open.extend(
-                positions::table
-                    .filter(positions::valid_to.is_null())
-                    .filter(positions::address.eq_any(chunk))
-                    .select(select)
-                    .load::<OpenRow>(conn)?,
-            );
-            served.extend(
+            rows.extend(
                 wallets::table
                     .filter(wallets::valid_to.is_null())
                     .filter(wallets::address.eq_any(chunk))
-                    .select(wallets::address)
-                    .load::<String>(conn)?,
+                    .select(select)
+                    .load::<(String, String)>(conn)?,
             );
         }
     }
+    let mut open: Vec<OpenRow> = Vec::new();
+    let dec = |p: market_model::decimal::PlainDecimal<'_>| Decimal(p.to_decimal());
+    for (address, held) in &rows {
+        crate::held::for_each_text(address, held, |t| {
+            open.push(OpenRow {
+                address: address.clone(),
+                symbol: t.symbol.to_owned(),
+                direction: t.direction,
+                size: dec(t.size),
+                position_value: dec(t.position_value),
+                mark_price: dec(t.mark_price),
+                liq_price: t.liq_price.map(dec),
+            });
+            Ok(())
+        })?;
+    }
+    let served: HashSet<&str> = rows.iter().map(|(a, _)| a.as_str()).collect();
     let written: HashMap<&str, &Wallet> = obs
         .wallets
         .iter()
@@ -513,22 +507,16 @@ fn derive_events(
     let mut events = Vec::new();
     let event =
         |w: &Wallet, symbol: &str, prev: Option<&OpenRow>, next: Option<&MarketPosition>| {
-            let prev_holding = prev.map(|r| -> Result<Holding, StoreError> {
-                Ok(Holding {
-                    direction: crate::convert::parse::<Direction>("direction", &r.direction)?,
-                    size: Decimal::from(r.size.clone()),
-                })
+            let prev_holding = prev.map(|r| Holding {
+                direction: r.direction,
+                size: r.size.clone(),
             });
-            let prev_holding = prev_holding.transpose()?;
             let next_holding = next.map(|p| Holding {
                 direction: p.direction,
                 size: p.size.clone(),
             });
             let near = prev.is_some_and(|r| {
-                market_model::history::near_liquidation(
-                    &Decimal::from(r.mark_price.clone()),
-                    r.liq_price.clone().map(Decimal::from).as_ref(),
-                )
+                market_model::history::near_liquidation(&r.mark_price, r.liq_price.as_ref())
             });
             let Some(kind) =
                 market_model::history::classify(prev_holding.as_ref(), next_holding.as_ref(), near)
@@ -538,7 +526,7 @@ fn derive_events(
             let price = match (prices.get(symbol), next, prev) {
                 (Some(p), _, _) => (*p).clone(),
                 (None, Some(n), _) => n.mark_price.clone(),
-                (None, None, Some(r)) => Decimal::from(r.mark_price.clone()),
+                (None, None, Some(r)) => r.mark_price.clone(),
                 (None, None, None) => Decimal::zero(),
             };
             Ok(Some(PositionEvent {
@@ -548,17 +536,16 @@ fn derive_events(
                 tags: w.tags.clone(),
                 symbol: symbol.to_owned(),
                 kind,
-                first_observation: !served.contains(&w.address)
+                first_observation: !served.contains(w.address.as_str())
                     || first_seen_there(&w.address, symbol),
                 previous_direction: prev_holding.as_ref().map(|h| h.direction),
                 direction: next_holding.as_ref().map(|h| h.direction),
                 previous_size: prev_holding.map_or_else(Decimal::zero, |h| h.size),
                 size: next_holding.map_or_else(Decimal::zero, |h| h.size),
-                previous_value: prev
-                    .map_or_else(Decimal::zero, |r| Decimal::from(r.position_value.clone())),
+                previous_value: prev.map_or_else(Decimal::zero, |r| r.position_value.clone()),
                 value: next.map_or_else(Decimal::zero, |p| p.position_value.clone()),
                 price,
-                previous_liq_price: prev.and_then(|r| r.liq_price.clone().map(Decimal::from)),
+                previous_liq_price: prev.and_then(|r| r.liq_price.clone()),
             }))
         };
     for p in obs.positions {

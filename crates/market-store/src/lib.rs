@@ -5,6 +5,7 @@
 pub mod connection;
 mod convert;
 pub mod event_stream;
+mod held;
 pub mod history;
 pub mod notify;
 mod read;

@@ -6,16 +6,13 @@ use std::collections::HashSet;
 
 use diesel::prelude::*;
 use market_engine::{DataVersion, VersionChanges};
-use market_model::{
-    Direction, MarketPosition, MarketPositionText, NetworkCoverage, Wallet, WalletFreshness,
-};
+use market_model::{MarketPosition, MarketPositionText, NetworkCoverage, Wallet, WalletFreshness};
 use time::OffsetDateTime;
 
 use crate::convert::*;
 use crate::rows::*;
 use crate::schema::*;
-use crate::types::DecText;
-use crate::{connection, DbConnection, Store, StoreError};
+use crate::{held, DbConnection, Store, StoreError};
 
 /// Metadata of a materialized data version.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,14 +95,11 @@ impl Store {
 
     /// Reads a whole data version as model structs.
     pub fn load_snapshot(&self, meta: &SnapshotMeta) -> Result<LoadedSnapshot, StoreError> {
-        let (rest, [mut positions, upper]) = self.load_version(meta, |conn, query, out| {
-            for row in query
-                .select(PositionRow::as_select())
-                .load_iter::<PositionRow, diesel::connection::DefaultLoadingMode>(conn)?
-            {
-                out.push(position_from(row?)?);
-            }
-            Ok(())
+        let (rest, [mut positions, upper]) = self.load_version(meta, |address, held, out| {
+            held::for_each_text(address, held, |t| {
+                out.push(held::model(t));
+                Ok(())
+            })
         })?;
         // (The lower half was sized for both.)
         positions.extend(upper);
@@ -125,33 +119,29 @@ impl Store {
         meta: &SnapshotMeta,
         render: impl Fn(&MarketPositionText<'_>) -> T + Sync,
     ) -> Result<LoadedSnapshot<Vec<T>>, StoreError> {
-        let (rest, parts) = self.load_version(meta, |conn, query, out| {
-            for row in query
-                .select(PositionTextRow::as_select())
-                .load_iter::<PositionTextRow, diesel::connection::DefaultLoadingMode>(conn)?
-            {
-                out.push(render(&position_text(&row?)?));
-            }
-            Ok(())
+        let (rest, parts) = self.load_version(meta, |address, held, out| {
+            held::for_each_text(address, held, |t| {
+                out.push(render(t));
+                Ok(())
+            })
         })?;
         rest.assemble(meta, parts.into())
     }
 
-    /// Reads a whole data version, its positions through `read` (given the
-    /// filtered query of one half of them).
+    /// Reads a whole data version, each wallet's positions through `read`
+    /// (given its address and its `positions` column), in two halves.
     fn load_version<T: Send>(
         &self,
         meta: &SnapshotMeta,
-        read: impl Fn(&mut DbConnection, PositionQuery, &mut Vec<T>) -> Result<(), StoreError> + Sync,
+        read: impl Fn(&str, &str, &mut Vec<T>) -> Result<(), StoreError> + Sync,
     ) -> Result<(VersionRest, [Vec<T>; 2]), StoreError> {
         let v = meta.version;
-        // Start-up time is dominated by this load, so it runs on three
-        // connections: the positions (the bulk) in two halves split by symbol
-        // at the median of the markets' position counts, and the wallets and
-        // levels beside them (the wallets converted there). Each read is
-        // one statement and so sees one consistent state; the version row is
-        // checked after all of them, so a prune that raced them (it deletes
-        // the version row and its data in one transaction) is detected.
+        // Start-up time is dominated by this load, so the wallet rows (and
+        // the positions they hold) are read on two connections, split by
+        // address at [`ADDRESS_SPLIT`]. Each read is one statement and so
+        // sees one consistent state; the version row is checked after both,
+        // so a prune that raced them (it deletes the version row and its
+        // data in one transaction) is detected.
         let markets: Vec<MarketRow> = {
             let mut pooled = self.conn()?;
             let conn: &mut DbConnection = &mut pooled;
@@ -160,82 +150,71 @@ impl Store {
                 .order(markets::symbol)
                 .load(conn)?
         };
-        let split = position_split(&markets);
-        // Each half is collected into a vector of its final size (known
-        // from the markets' counts), the lower one large enough for both:
-        // regrowing vectors of a million items cost a tenth of the start.
-        let count = |upper: bool| -> usize {
-            let n: i64 = markets
-                .iter()
-                .filter(|m| split.as_ref().is_some_and(|at| (&m.symbol >= at) == upper))
-                .map(|m| m.long_count + m.short_count)
-                .sum();
-            usize::try_from(n).unwrap_or(0)
-        };
-        let read_positions = |upper_half: bool| -> Result<Vec<T>, StoreError> {
-            let query = positions::table
-                .filter(positions::version.le(v))
-                .filter(positions::valid_to.is_null().or(positions::valid_to.gt(v)))
-                // No ORDER BY: sorting a million wide rows cost SQLite more
-                // than the read itself, and the engine orders what it serves.
+        // The lower half's positions are collected into a vector large
+        // enough for both (its markets' counts), the upper one's into one
+        // of about half: regrowing vectors of a million items cost a tenth
+        // of the start.
+        let total: i64 = markets.iter().map(|m| m.long_count + m.short_count).sum();
+        let total = usize::try_from(total).unwrap_or(0);
+        let read_half = |upper: bool| -> Result<(Vec<Wallet>, Vec<T>), StoreError> {
+            let query = wallets::table
+                .filter(wallets::version.le(v))
+                .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
                 .into_boxed();
-            let query = match (&split, upper_half) {
-                (None, false) => query,
-                (None, true) => return Ok(Vec::new()),
-                (Some(at), false) => query.filter(positions::symbol.lt(at.clone())),
-                (Some(at), true) => query.filter(positions::symbol.ge(at.clone())),
+            // No ORDER BY: SQLite sorts the wide rows in a temporary B-tree;
+            // sorting the converted wallets costs less.
+            let query = match upper {
+                false => query.filter(wallets::address.lt(ADDRESS_SPLIT)),
+                true => query.filter(wallets::address.ge(ADDRESS_SPLIT)),
             };
             let mut out = Vec::new();
             // Only a hint: a count that cannot be reserved is read without it.
-            let _ = out.try_reserve_exact(match upper_half {
-                false => count(false) + count(true),
-                true => count(true),
+            let _ = out.try_reserve_exact(match upper {
+                false => total,
+                true => total / 2 + total / 8,
             });
+            let mut wallets = Vec::new();
             let mut pooled = self.conn()?;
-            read(&mut pooled, query, &mut out)?;
-            Ok(out)
+            let conn: &mut DbConnection = &mut pooled;
+            for row in query
+                .select(WalletRow::as_select())
+                .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
+            {
+                let (wallet, held) = wallet_from(row?)?;
+                read(&wallet.address, &held, &mut out)?;
+                wallets.push(wallet);
+            }
+            wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
+            Ok((wallets, out))
         };
-        let (lower, upper, rest) = std::thread::scope(|s| {
-            let lower = s.spawn(|| read_positions(false));
-            let rest = s.spawn(|| -> Result<_, StoreError> {
-                let mut pooled = self.conn()?;
-                let conn: &mut DbConnection = &mut pooled;
-                // Converted as they are read (no vector of rows), and
-                // without ORDER BY: SQLite sorts the wide rows in a temporary
-                // B-tree; sorting the converted wallets costs less.
-                let mut wallets: Vec<Wallet> = wallets::table
-                    .filter(wallets::version.le(v))
-                    .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
-                    .select(WalletRow::as_select())
-                    .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
-                    .map(|row| wallet_from(row?))
-                    .collect::<Result<_, StoreError>>()?;
-                let freshness: Option<String> = version_freshness::table
-                    .filter(version_freshness::version.eq(v))
-                    .select(version_freshness::body)
-                    .first(conn)
-                    .optional()?;
-                wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
-                Ok((wallets, freshness))
-            });
-            let upper = read_positions(true);
-            let (lower, rest) = (lower.join(), rest.join());
+        let (lower, upper) = std::thread::scope(|s| {
+            let lower = s.spawn(|| read_half(false));
+            let upper = read_half(true);
             (
-                lower.expect("the position reader does not panic"),
+                lower.join().expect("the wallet reader does not panic"),
                 upper,
-                rest.expect("the wallet reader does not panic"),
             )
         });
-        let (lower, upper, (wallets, freshness)) = (lower?, upper?, rest?);
-        let freshness = freshness
+        let ((mut wallets, lower), (upper_wallets, upper)) = (lower?, upper?);
+        // Both halves are in address order, and every address of the lower
+        // one sorts below the upper one's (byte order on both backends).
+        wallets.extend(upper_wallets);
+        if !wallets.is_sorted_by(|a, b| a.address <= b.address) {
+            wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
+        }
+        let mut pooled = self.conn()?;
+        let conn: &mut DbConnection = &mut pooled;
+        let freshness = version_freshness::table
+            .filter(version_freshness::version.eq(v))
+            .select(version_freshness::body)
+            .first::<String>(conn)
+            .optional()?
             .map(|body| {
                 serde_json::from_str::<WalletFreshness>(&body).map_err(|e| {
                     StoreError::Corrupt(format!("wallet freshness of version {v}: {e}"))
                 })
             })
             .transpose()?;
-        let mut pooled = self.conn()?;
-        let conn: &mut DbConnection = &mut pooled;
         let present: i64 = snapshots::table
             .filter(snapshots::version.eq(v))
             .count()
@@ -271,22 +250,15 @@ impl Store {
         max_wallets: usize,
     ) -> Result<Option<VersionChanges>, StoreError> {
         let since = Since::Stored(from);
-        let changes = self.read_changes(since, meta, max_wallets, |conn, query, rewritten| {
-            let mut out = Vec::new();
-            for row in query
-                .order((positions::symbol, positions::address))
-                .select(PositionRow::as_select())
-                .load_iter::<PositionRow, diesel::connection::DefaultLoadingMode>(conn)?
-            {
-                let r = row?;
-                if !rewritten(&r.address) {
-                    return Ok(None);
-                }
-                out.push(position_from(r)?);
-            }
-            Ok(Some(out))
+        let changes = self.read_changes(since, meta, max_wallets, |address, held, out| {
+            held::for_each_text(address, held, |t| {
+                out.push(held::model(t));
+                Ok(())
+            })
         })?;
         Ok(changes.map(|mut c| {
+            c.positions
+                .sort_by(|a, b| (&a.symbol, &a.address).cmp(&(&b.symbol, &b.address)));
             label_positions(&mut c.positions, &c.wallets);
             c
         }))
@@ -311,10 +283,7 @@ impl Store {
     /// were `served`: the removed wallets are those of `served` that are
     /// neither valid at `meta`'s version nor rewritten, and every wallet
     /// valid then and not rewritten since `from` must be one of `served`.
-    /// It relies on what every writer of changes does (a wallet's positions
-    /// are rewritten with it), which the closed rows of a pruned version no
-    /// longer show: the caller checks the result's counts against the
-    /// version's.
+    /// The caller checks the result's counts against the version's.
     pub fn load_changes_since_served<T>(
         &self,
         from: i64,
@@ -337,37 +306,24 @@ impl Store {
         max_wallets: usize,
         render: impl Fn(&MarketPositionText<'_>) -> T,
     ) -> Result<Option<VersionChanges<T>>, StoreError> {
-        self.read_changes(since, meta, max_wallets, |conn, query, rewritten| {
-            let mut out = Vec::new();
-            // No ORDER BY: the snapshot orders what it takes in.
-            for row in query
-                .select(PositionTextRow::as_select())
-                .load_iter::<PositionTextRow, diesel::connection::DefaultLoadingMode>(conn)?
-            {
-                let r = row?;
-                if !rewritten(&r.address) {
-                    return Ok(None);
-                }
-                out.push(render(&position_text(&r)?));
-            }
-            Ok(Some(out))
+        // In wallet order: the snapshot orders what it takes in.
+        self.read_changes(since, meta, max_wallets, |address, held, out| {
+            held::for_each_text(address, held, |t| {
+                out.push(render(t));
+                Ok(())
+            })
         })
     }
 
     /// The changes from `from` to `meta`'s version (see
-    /// [`Store::load_changes`]), their positions read by `read` from the
-    /// filtered query of the changed positions; `read` answers `None` when a
-    /// position's wallet is not `rewritten` (the changes are then not whole).
+    /// [`Store::load_changes`]), each changed wallet's positions read by
+    /// `read` from its address and `positions` column.
     fn read_changes<T>(
         &self,
         since: Since<'_>,
         meta: &SnapshotMeta,
         max_wallets: usize,
-        read: impl FnOnce(
-            &mut DbConnection,
-            PositionQuery,
-            &dyn Fn(&str) -> bool,
-        ) -> Result<Option<Vec<T>>, StoreError>,
+        mut read: impl FnMut(&str, &str, &mut Vec<T>) -> Result<(), StoreError>,
     ) -> Result<Option<VersionChanges<T>>, StoreError> {
         let v = meta.version;
         let from = since.version();
@@ -389,26 +345,24 @@ impl Store {
         if from >= v || changed as usize > max_wallets {
             return Ok(None);
         }
-        // Converted as they are read (no vector of rows to convert after).
-        let wallets: Vec<Wallet> = wallets::table
+        // Converted as they are read (no vector of rows to convert after),
+        // and without ORDER BY: SQLite would sort the wide rows (their
+        // positions with them) in a temporary B-tree.
+        let mut positions = Vec::new();
+        let mut wallets: Vec<Wallet> = wallets::table
             .filter(wallets::version.gt(from))
             .filter(wallets::version.le(v))
             .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
-            .order(wallets::address)
             .select(WalletRow::as_select())
             .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
-            .map(|row| wallet_from(row?))
+            .map(|row| {
+                let (wallet, held) = wallet_from(row?)?;
+                read(&wallet.address, &held, &mut positions)?;
+                Ok(wallet)
+            })
             .collect::<Result<_, StoreError>>()?;
+        wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
         let rewritten: HashSet<&str> = wallets.iter().map(|w| w.address.as_str()).collect();
-        let query = positions::table
-            .filter(positions::version.gt(from))
-            .filter(positions::version.le(v))
-            .filter(positions::valid_to.is_null().or(positions::valid_to.gt(v)))
-            .into_boxed();
-        // A changed position of a wallet not rewritten: not whole changes.
-        let Some(positions) = read(conn, query, &|a| rewritten.contains(a))? else {
-            return Ok(None);
-        };
         let Some(removed) = since.removed(conn, v, &rewritten)? else {
             return Ok(None);
         };
@@ -492,28 +446,19 @@ impl Since<'_> {
         let from = self.version();
         match self {
             Since::Stored(_) => {
-                // The wallets whose rows were closed after `from`.
-                let closed_wallets = wallets::table
+                // The wallets whose rows were closed after `from` (their
+                // positions are in their rows).
+                let closed: Vec<String> = wallets::table
                     .filter(wallets::valid_to.gt(from))
                     .filter(wallets::valid_to.le(v))
-                    .select(wallets::address);
-                let closed: Vec<String> = closed_wallets.load(conn)?;
-                // Positions closed after `from` whose wallet row was not
-                // closed in the same range: a writer that closed them without
-                // rewriting or removing their wallet (counted in the
-                // database, not read out).
-                let closed_alone: i64 = positions::table
-                    .filter(positions::valid_to.gt(from))
-                    .filter(positions::valid_to.le(v))
-                    .filter(positions::address.ne_all(closed_wallets))
-                    .count()
-                    .get_result(conn)?;
-                Ok((closed_alone == 0).then(|| {
+                    .select(wallets::address)
+                    .load(conn)?;
+                Ok(Some(
                     closed
                         .into_iter()
                         .filter(|a| !rewritten.contains(a.as_str()))
-                        .collect()
-                }))
+                        .collect(),
+                ))
             }
             Since::Served {
                 wallets: served, ..
@@ -538,34 +483,6 @@ impl Since<'_> {
     }
 }
 
-/// A position row read as text, as the model's text form (no label and
-/// tags: they are the wallet's).
-fn position_text(r: &PositionTextRow) -> Result<MarketPositionText<'_>, StoreError> {
-    Ok(MarketPositionText {
-        address: &r.address,
-        label: None,
-        tags: &[],
-        symbol: &r.symbol,
-        direction: parse::<Direction>("position direction", &r.direction)?,
-        position_value: r.position_value.plain(),
-        liq_price: r.liq_price.as_ref().map(DecText::plain),
-        observed_at: from_db_time(r.observed_at.0),
-        leverage: r.leverage.plain(),
-        size: r.size.plain(),
-        size_unit: &r.symbol,
-        u_pnl: r.upnl.plain(),
-        u_pnl_pct: r.upnl_pct.plain(),
-        entry_price: r.entry_price.plain(),
-        mark_price: r.mark_price.plain(),
-        margin: r.margin.plain(),
-        funding_cost: r.funding_cost.plain(),
-    })
-}
-
-/// The filtered query of (half of) the positions of a version (or of the
-/// changes between two), before its select.
-type PositionQuery = positions::BoxedQuery<'static, connection::MultiBackend>;
-
 /// A whole version's rows besides its positions.
 struct VersionRest {
     markets: Vec<MarketRow>,
@@ -585,15 +502,7 @@ impl VersionRest {
     }
 }
 
-/// The first symbol of the upper half of a version's positions: the median
-/// by the markets' long and short counts (the positions they were
-/// aggregated from), or `None` when there is nothing to split. Only the
+/// Where a whole version's wallet rows are split between its two reads:
+/// addresses are hexadecimal, so about half sort below `0x8`. Only the
 /// balance of the two reads depends on it, never what they return.
-pub(crate) fn position_split(markets: &[MarketRow]) -> Option<String> {
-    let total: i64 = markets.iter().map(|m| m.long_count + m.short_count).sum();
-    let mut seen = 0;
-    markets.iter().skip(1).zip(markets).find_map(|(next, m)| {
-        seen += m.long_count + m.short_count;
-        (2 * seen >= total).then(|| next.symbol.clone())
-    })
-}
+const ADDRESS_SPLIT: &str = "0x8";

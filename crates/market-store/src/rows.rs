@@ -4,7 +4,7 @@ use diesel::prelude::*;
 use time::{Date, OffsetDateTime, PrimitiveDateTime, UtcOffset};
 
 use crate::schema::*;
-use crate::types::{DbDecimal, DbTime, DecText};
+use crate::types::DbDecimal;
 
 /// UTC instant → `TIMESTAMP` value.
 pub fn to_db_time(t: OffsetDateTime) -> PrimitiveDateTime {
@@ -76,48 +76,8 @@ pub struct WalletRow {
     pub win_rate: Option<DbDecimal>,
     pub strategy: Option<String>,
     pub strategy_confidence: Option<DbDecimal>,
-}
-
-/// Inserted rows are open (`valid_to` NULL); loads select these columns only.
-#[derive(Insertable, Queryable, Selectable)]
-#[diesel(table_name = positions)]
-pub struct PositionRow {
-    pub version: i64,
-    pub symbol: String,
-    pub address: String,
-    pub direction: String,
-    pub size: DbDecimal,
-    pub entry_price: DbDecimal,
-    pub mark_price: DbDecimal,
-    pub position_value: DbDecimal,
-    pub liq_price: Option<DbDecimal>,
-    pub leverage: DbDecimal,
-    pub margin: DbDecimal,
-    pub upnl: DbDecimal,
-    pub upnl_pct: DbDecimal,
-    pub funding_cost: DbDecimal,
-    pub observed_at: PrimitiveDateTime,
-}
-
-/// A position row with its decimals as plain text, for rendering without
-/// parsing them ([`crate::Store::load_for_serving`]).
-#[derive(Queryable, Selectable)]
-#[diesel(table_name = positions)]
-pub struct PositionTextRow {
-    pub symbol: String,
-    pub address: String,
-    pub direction: String,
-    pub size: DecText,
-    pub entry_price: DecText,
-    pub mark_price: DecText,
-    pub position_value: DecText,
-    pub liq_price: Option<DecText>,
-    pub leverage: DecText,
-    pub margin: DecText,
-    pub upnl: DecText,
-    pub upnl_pct: DecText,
-    pub funding_cost: DecText,
-    pub observed_at: DbTime,
+    /// Its open positions (see `held.rs`).
+    pub positions: String,
 }
 
 #[derive(Insertable, Queryable)]

@@ -61,29 +61,8 @@ diesel::table! {
         strategy -> Nullable<Text>,
         strategy_confidence -> Nullable<Dec>,
         valid_to -> Nullable<BigInt>,
-    }
-}
-
-diesel::table! {
-    use diesel::sql_types::*;
-    use crate::types::Dec;
-    positions (version, symbol, address) {
-        version -> BigInt,
-        symbol -> Text,
-        address -> Text,
-        direction -> Text,
-        size -> Dec,
-        entry_price -> Dec,
-        mark_price -> Dec,
-        position_value -> Dec,
-        liq_price -> Nullable<Dec>,
-        leverage -> Dec,
-        margin -> Dec,
-        upnl -> Dec,
-        upnl_pct -> Dec,
-        funding_cost -> Dec,
-        observed_at -> Timestamp,
-        valid_to -> Nullable<BigInt>,
+        /// The wallet's open positions (JSON; see `held.rs`).
+        positions -> Text,
     }
 }
 
@@ -304,6 +283,3 @@ diesel::table! {
 }
 
 diesel::allow_tables_to_appear_in_same_query!(webhook_endpoints, webhook_deliveries);
-// A change's check that every position closed after a version was closed
-// with its wallet (`Store::load_changes`) names both in one query.
-diesel::allow_tables_to_appear_in_same_query!(positions, wallets);

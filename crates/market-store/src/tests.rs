@@ -310,6 +310,7 @@ fn current_levels_move_into_the_market_rows_and_back_exactly() {
             .to_string()
         };
         // (The migrations after it first.)
+        assert!(revert().ends_with("000014"));
         assert!(revert().ends_with("000013"));
         let reverted = revert();
         assert!(reverted.ends_with("000012"), "{reverted}");
@@ -325,7 +326,7 @@ fn current_levels_move_into_the_market_rows_and_back_exactly() {
         .unwrap();
         assert_eq!(short, ["0.000100 1200.50"], "decimals keep their text");
         drop(conn);
-        assert_eq!(store.migrate().unwrap(), 2);
+        assert_eq!(store.migrate().unwrap(), 3);
         let after = store.load_snapshot(&meta).unwrap().version;
         assert_eq!(after.current_days, before.current_days);
         assert_eq!(
@@ -333,6 +334,83 @@ fn current_levels_move_into_the_market_rows_and_back_exactly() {
             serde_json::to_string(&before.current_days).unwrap(),
             "the same text, scales included"
         );
+    }
+}
+
+/// The positions moved from a table of their own into their wallets' rows
+/// (migration `000014`): reverted, every position of every stored version
+/// is a row again with its text and its wallet row's validity; migrated
+/// again, each version reads back as it was, decimals' text included.
+#[test]
+fn positions_move_into_the_wallet_rows_and_back_exactly() {
+    use diesel::dsl::sql;
+    use diesel::prelude::*;
+    use diesel::sql_types::{BigInt, Text};
+    use diesel_migrations::MigrationHarness;
+    for (store, _guard) in stores() {
+        let markets = [market("BTC", "92391.3380"), market("ETH", "3000")];
+        let wallets = [wallet("0xaa"), wallet("0xbb"), wallet("0xcc")];
+        let mut odd = position("0xbb", "ETH");
+        odd.direction = Direction::Short;
+        odd.liq_price = None;
+        odd.margin = d("0.0000");
+        odd.size = d("0.00000001");
+        odd.u_pnl = d("-123456789012345678901234567890.123456789");
+        odd.observed_at = datetime!(2026-11-22 01:02:03.25 UTC);
+        let v1 = version_of(
+            datetime!(2026-11-22 01:02:03 UTC),
+            &markets,
+            &wallets,
+            &[position("0xaa", "BTC"), position("0xbb", "BTC"), odd],
+            &[],
+        );
+        write_version(&store, &v1);
+        let first = store.latest_snapshot().unwrap().unwrap();
+        // A second whole version (the first one's rows are closed, not
+        // gone) in which 0xaa holds another position; 0xcc holds none in
+        // either.
+        let mut v2 = v1.clone();
+        v2.positions.retain(|p| p.address != "0xaa");
+        v2.positions.push(position("0xaa", "ETH"));
+        write_version(&store, &v2);
+        let second = store.latest_snapshot().unwrap().unwrap();
+        let load = |meta: &SnapshotMeta| {
+            let mut v = store.load_snapshot(meta).unwrap().version;
+            v.positions
+                .sort_by(|a, b| (&a.address, &a.symbol).cmp(&(&b.address, &b.symbol)));
+            serde_json::to_string(&v.positions).unwrap()
+        };
+        let before = [load(&first), load(&second)];
+
+        let mut conn = store.conn().unwrap();
+        let reverted = match &mut *conn {
+            DbConnection::Sqlite(c) => c.revert_last_migration(crate::SQLITE_MIGRATIONS),
+            DbConnection::Postgresql(c) => c.revert_last_migration(crate::POSTGRES_MIGRATIONS),
+        }
+        .unwrap()
+        .to_string();
+        assert!(reverted.ends_with("000014"), "{reverted}");
+        let open_rows: i64 = diesel::select(sql::<BigInt>(
+            "(SELECT COUNT(*) FROM positions WHERE valid_to IS NULL)",
+        ))
+        .get_result(&mut *conn)
+        .unwrap();
+        assert_eq!(open_rows, 3, "one row an open position, as before the move");
+        let odd_row: Vec<String> = diesel::select(sql::<Text>(
+            "(SELECT direction || ' ' || CAST(size AS TEXT) || ' ' || CAST(margin AS TEXT) \
+             || ' ' || CAST(upnl AS TEXT) || ' ' || COALESCE(CAST(liq_price AS TEXT), 'none') \
+             FROM positions WHERE address = '0xbb' AND symbol = 'ETH' AND valid_to IS NULL)",
+        ))
+        .load(&mut *conn)
+        .unwrap();
+        assert_eq!(
+            odd_row,
+            ["short 0.00000001 0.0000 -123456789012345678901234567890.123456789 none"],
+            "decimals keep their text"
+        );
+        drop(conn);
+        assert_eq!(store.migrate().unwrap(), 1);
+        assert_eq!([load(&first), load(&second)], before);
     }
 }
 
@@ -445,9 +523,12 @@ fn positions_load_whole_across_the_split_reads() {
             .iter()
             .map(|s| market(s, "1.5"))
             .collect();
-        // Skewed counts: the split falls after BTC (most positions).
         markets[1].long_count = 30;
-        let wallets: Vec<Wallet> = ["0xaa", "0xbb", "0xcc"].iter().map(|a| wallet(a)).collect();
+        // Wallets on both sides of the split between the two reads.
+        let wallets: Vec<Wallet> = ["0x1a", "0x7f", "0x80", "0xcc"]
+            .iter()
+            .map(|a| wallet(a))
+            .collect();
         let mut positions = Vec::new();
         for m in &markets {
             for w in wallets.iter().rev() {
@@ -485,6 +566,17 @@ fn positions_load_whole_across_the_split_reads() {
             .collect();
         expected.sort();
         assert_eq!(keys, expected);
+        let addresses: Vec<&str> = loaded
+            .version
+            .wallets
+            .iter()
+            .map(|w| w.address.as_str())
+            .collect();
+        assert_eq!(
+            addresses,
+            ["0x1a", "0x7f", "0x80", "0xcc"],
+            "in address order"
+        );
         assert!(loaded
             .version
             .positions
@@ -529,11 +621,15 @@ fn positions_read_for_serving_render_like_the_models() {
                 &mut |_, _, _| {},
             )
             .unwrap();
-        // A decimal stored in another spelling than the API's (SQLite keeps
-        // the text as written) is printed the API's way.
-        diesel::sql_query("UPDATE positions SET entry_price = '3.35531E+1' WHERE address = '0xcc'")
-            .execute(&mut *store.conn().unwrap())
-            .unwrap();
+        // A decimal stored in another spelling than the API's (a row edited
+        // by hand) is printed the API's way.
+        let edited = diesel::sql_query(
+            "UPDATE wallets SET positions = replace(positions, '\"33.5531\"', '\"3.35531E+1\"') \
+             WHERE address = '0xcc'",
+        )
+        .execute(&mut *store.conn().unwrap())
+        .unwrap();
+        assert_eq!(edited, 1);
         let meta = store.latest_snapshot().unwrap().unwrap();
         let served = store
             .load_for_serving(&meta, |t| serde_json::to_string(t).unwrap())
@@ -573,31 +669,6 @@ fn positions_read_for_serving_render_like_the_models() {
             .iter()
             .any(|j| j.contains(r#""observedAt":"2026-11-22T01:02:03.25Z""#)));
     }
-}
-
-#[test]
-fn position_split_is_at_the_median_of_the_position_counts() {
-    let rows = |counts: &[(&str, i64)]| -> Vec<crate::rows::MarketRow> {
-        let markets: Vec<Market> = counts
-            .iter()
-            .map(|&(s, n)| Market {
-                long_count: n as u64,
-                short_count: 0,
-                ..market(s, "1")
-            })
-            .collect();
-        crate::convert::market_rows(1, &markets, &[], &[])
-    };
-    assert_eq!(crate::read::position_split(&[]), None);
-    assert_eq!(crate::read::position_split(&rows(&[("BTC", 5)])), None);
-    assert_eq!(
-        crate::read::position_split(&rows(&[("A", 1), ("B", 1), ("C", 1), ("D", 1)])).as_deref(),
-        Some("C")
-    );
-    assert_eq!(
-        crate::read::position_split(&rows(&[("A", 10), ("B", 1), ("C", 1)])).as_deref(),
-        Some("B")
-    );
 }
 
 /// A publish changes only some wallets; every version it keeps reads back as
@@ -845,22 +916,25 @@ fn incremental_publishes_read_back_as_whole_versions() {
         );
         use diesel::prelude::*;
         let mut conn = store.conn().unwrap();
-        let rows: i64 = crate::schema::positions::table
-            .count()
-            .get_result(&mut *conn)
+        let rows: Vec<(String, String)> = crate::schema::wallets::table
+            .order(crate::schema::wallets::address)
+            .select((
+                crate::schema::wallets::address,
+                crate::schema::wallets::positions,
+            ))
+            .load(&mut *conn)
             .unwrap();
-        // Kept versions (v2, v3) see only the open rows: the rows closed by v2 are gone.
-        assert_eq!(rows, 3, "only rows a kept version can see remain");
-        // A position closed while its wallet stays (no writer of ours does
-        // that): the changes are not whole.
-        use crate::schema::positions::dsl as p;
-        let aa_btc = p::positions.filter(p::address.eq("0xaa").and(p::symbol.eq("BTC")));
-        let closed = diesel::update(aa_btc.filter(p::valid_to.is_null()))
-            .set(p::valid_to.eq(v3))
-            .execute(&mut *conn)
-            .unwrap();
-        assert_eq!(closed, 1);
-        assert!(store.load_changes(v2, &v3_meta, 10).unwrap().is_none());
+        // Kept versions (v2, v3) see only the open rows: the rows closed by
+        // v2 are gone, and the positions with them.
+        let held: Vec<(&str, usize)> = rows
+            .iter()
+            .map(|(a, p)| (a.as_str(), crate::held::models(a, p).unwrap().len()))
+            .collect();
+        assert_eq!(
+            held,
+            [("0xaa", 1), ("0xbb", 1), ("0xdd", 1)],
+            "only rows a kept version can see remain"
+        );
     }
 }
 
@@ -976,10 +1050,10 @@ fn the_registry_round_trips_and_upserts() {
 fn batch_sizes_follow_the_schema() {
     use crate::schema::*;
     // The tables' widths: an upper bound of each inserted row's parameters
-    // (the wallet rows leave out one column of the 21).
+    // (the wallet rows leave out one column of the 22).
     assert_eq!(crate::columns_of::<candles::table>(), 9);
     assert_eq!(crate::columns_of::<markets::table>(), 16);
-    assert_eq!(crate::columns_of::<wallets::table>(), 21);
+    assert_eq!(crate::columns_of::<wallets::table>(), 22);
     assert_eq!(crate::columns_of::<wallet_registry::table>(), 13);
 }
 

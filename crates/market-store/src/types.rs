@@ -7,16 +7,15 @@
 use std::str::FromStr;
 
 use bigdecimal::{BigDecimal, Zero};
-use compact_str::CompactString;
 use diesel::backend::Backend;
 use diesel::deserialize::{self, FromSql, FromSqlRow};
 use diesel::expression::AsExpression;
 use diesel::pg::data_types::PgNumeric;
 use diesel::pg::Pg;
 use diesel::serialize::{self, IsNull, Output, ToSql};
-use diesel::sql_types::{HasSqlType, Numeric, SqlType, Timestamp};
+use diesel::sql_types::{HasSqlType, Numeric, SqlType};
 use diesel::sqlite::Sqlite;
-use market_model::{Decimal, PlainDecimal};
+use market_model::Decimal;
 use time::PrimitiveDateTime;
 
 use crate::connection::MultiBackend;
@@ -118,57 +117,11 @@ impl ToSql<Dec, MultiBackend> for DbDecimal {
     }
 }
 
-/// A decimal column read as the plain text the API serves it as, without
-/// parsing it (loading a version for serving reads a million positions of
-/// ten decimals each). SQLite's stored text is taken as it is when it is
-/// already that text ([`PlainDecimal`]); anything else, and PostgreSQL's
-/// binary `NUMERIC`, goes through [`DbDecimal`] and is printed.
-#[derive(Clone, Debug, PartialEq, Eq, FromSqlRow)]
-pub struct DecText(pub CompactString);
-
-impl DecText {
-    /// The text, known to be plain notation.
-    pub fn plain(&self) -> PlainDecimal<'_> {
-        PlainDecimal::new(&self.0).expect("DecText holds plain text only")
-    }
-
-    fn printed(d: DbDecimal) -> DecText {
-        DecText(CompactString::from(d.0.to_plain_string()))
-    }
-}
-
-impl FromSql<Dec, Sqlite> for DecText {
-    fn from_sql(mut value: <Sqlite as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
-        let text = value.read_text();
-        if PlainDecimal::new(text).is_some() {
-            return Ok(DecText(CompactString::from(text)));
-        }
-        <DbDecimal as FromSql<Dec, Sqlite>>::from_sql(value).map(DecText::printed)
-    }
-}
-
-impl FromSql<Dec, Pg> for DecText {
-    fn from_sql(bytes: <Pg as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
-        <DbDecimal as FromSql<Dec, Pg>>::from_sql(bytes).map(DecText::printed)
-    }
-}
-
-impl FromSql<Dec, MultiBackend> for DecText {
-    fn from_sql(bytes: <MultiBackend as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
-        bytes.from_sql::<DecText, Dec>()
-    }
-}
-
-/// A `TIMESTAMP` column read with a fast path for the text Diesel writes to
-/// SQLite (`YYYY-MM-DD HH:MM:SS` with an optional fraction): Diesel's own
-/// parser tries format descriptions one after another, which cost as much
-/// as a position's ten decimals. Other text, and PostgreSQL, go through
-/// Diesel's parser.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromSqlRow)]
-pub struct DbTime(pub PrimitiveDateTime);
-
-/// `YYYY-MM-DD HH:MM:SS[.f{1,9}]`, validated by `time`'s constructors.
-fn parse_sqlite_time(text: &str) -> Option<PrimitiveDateTime> {
+/// `YYYY-MM-DD HH:MM:SS[.f{1,9}]` (the text Diesel writes to SQLite for a
+/// `TIMESTAMP`, and the instants of a wallet row's positions), validated by
+/// `time`'s constructors. Diesel's own parser tries format descriptions one
+/// after another, which cost as much as a position's ten decimals.
+pub(crate) fn parse_sqlite_time(text: &str) -> Option<PrimitiveDateTime> {
     let b = text.as_bytes();
     if b.len() < 19
         || b[4] != b'-'
@@ -204,33 +157,12 @@ fn parse_sqlite_time(text: &str) -> Option<PrimitiveDateTime> {
     Some(PrimitiveDateTime::new(date, time))
 }
 
-impl FromSql<Timestamp, Sqlite> for DbTime {
-    fn from_sql(mut value: <Sqlite as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
-        if let Some(t) = parse_sqlite_time(value.read_text()) {
-            return Ok(DbTime(t));
-        }
-        <PrimitiveDateTime as FromSql<Timestamp, Sqlite>>::from_sql(value).map(DbTime)
-    }
-}
-
-impl FromSql<Timestamp, Pg> for DbTime {
-    fn from_sql(bytes: <Pg as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
-        <PrimitiveDateTime as FromSql<Timestamp, Pg>>::from_sql(bytes).map(DbTime)
-    }
-}
-
-impl FromSql<Timestamp, MultiBackend> for DbTime {
-    fn from_sql(bytes: <MultiBackend as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
-        bytes.from_sql::<DbTime, Timestamp>()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn sqlite_times_parse_like_diesel_writes_them() {
+    fn stored_times_parse_like_diesel_writes_them() {
         use time::macros::datetime;
         let cases = [
             ("2026-11-23 15:55:18", Some(datetime!(2026-11-23 15:55:18))),

@@ -3,9 +3,12 @@
 //! [`Store::replace_dataset`], `scan`'s [`Store::write_scan`],
 //! [`Store::write_snapshot`]), `track`'s incremental publishes
 //! ([`Store::publish`]: it closes the open rows of the wallets that changed,
-//! `valid_to` = the new version, and inserts their new rows; markets and
+//! `valid_to` = the new version, and inserts their new rows, each holding
+//! the wallet's positions; markets and
 //! current levels are small and written whole with every version), and
 //! pruning ([`prune_before`]).
+
+use std::collections::HashMap;
 
 use diesel::prelude::*;
 use market_engine::{DataVersion, MarketFigures, VersionChanges};
@@ -18,9 +21,9 @@ use crate::rows::*;
 use crate::scan_state::{insert_tracked, insert_wallet_states};
 use crate::schema::*;
 use crate::{
-    candle_rows, history_rows, insert_chunked, market_rows, position_row, wallet_row, DbConnection,
-    Progress, RegistryEntry, Retention, Store, StoreError, TrackedPosition, WalletScanState,
-    ADDRESS_CHUNK, MAX_BINDS,
+    candle_rows, history_rows, insert_chunked, market_rows, wallet_row, DbConnection, Progress,
+    RegistryEntry, Retention, Store, StoreError, TrackedPosition, WalletScanState, ADDRESS_CHUNK,
+    MAX_BINDS,
 };
 
 /// A data version to write: the engine's materialized output.
@@ -138,7 +141,6 @@ impl Store {
     ) -> Result<i64, StoreError> {
         self.write_transaction(|conn| {
             latest_version(conn)?;
-            diesel::delete(positions::table).execute(conn)?;
             diesel::delete(wallets::table).execute(conn)?;
             diesel::delete(markets::table).execute(conn)?;
             // Generated history replaces the stored one; its events lead to
@@ -303,13 +305,6 @@ impl Store {
             )
             .set(wallets::valid_to.eq(version))
             .execute(conn)?;
-            diesel::update(
-                positions::table
-                    .filter(positions::valid_to.is_null())
-                    .filter(positions::address.eq_any(chunk)),
-            )
-            .set(positions::valid_to.eq(version))
-            .execute(conn)?;
         }
         // Scan states are replaced by wallet, for every wallet read:
         // served, empty (not served) or removed alike.
@@ -385,12 +380,9 @@ pub(crate) fn insert_snapshot(
             newly_read,
         },
     )?;
-    // A full version replaces every open wallet and position row.
+    // A full version replaces every open wallet row (and so its positions).
     diesel::update(wallets::table.filter(wallets::valid_to.is_null()))
         .set(wallets::valid_to.eq(version))
-        .execute(conn)?;
-    diesel::update(positions::table.filter(positions::valid_to.is_null()))
-        .set(positions::valid_to.eq(version))
         .execute(conn)?;
     insert_wallet_rows(conn, version, &v.wallets, &v.positions, progress)?;
     Ok(version)
@@ -449,7 +441,9 @@ pub(crate) fn insert_version(
     Ok(version)
 }
 
-/// Inserts open wallet and position rows valid from `version`.
+/// Inserts the open rows of `wallets` valid from `version`, each holding
+/// its wallet's `positions` (every one of them belongs to one of
+/// `wallets`: a position of a wallet not written is refused).
 pub(crate) fn insert_wallet_rows(
     conn: &mut DbConnection,
     version: i64,
@@ -457,26 +451,40 @@ pub(crate) fn insert_wallet_rows(
     positions: &[MarketPosition],
     progress: Progress<'_>,
 ) -> Result<(), StoreError> {
-    let wallet_rows: Vec<WalletRow> = wallets.iter().map(|w| wallet_row(version, w)).collect();
+    let mut held: HashMap<&str, Vec<&MarketPosition>> = wallets
+        .iter()
+        .map(|w| (w.address.as_str(), Vec::new()))
+        .collect();
+    for p in positions {
+        held.get_mut(p.address.as_str())
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "position {} of wallet {}, which this version does not write",
+                    p.symbol, p.address
+                ))
+            })?
+            .push(p);
+    }
+    let wallet_rows: Vec<WalletRow> = wallets
+        .iter()
+        .map(|w| {
+            let mine = held.get_mut(w.address.as_str()).map(std::mem::take);
+            wallet_row(
+                version,
+                w,
+                crate::held::encode(&mut mine.unwrap_or_default()),
+            )
+        })
+        .collect();
     insert_chunked!(conn, wallets::table, &wallet_rows, "wallets", progress);
-    let position_rows: Vec<PositionRow> =
-        positions.iter().map(|p| position_row(version, p)).collect();
-    insert_chunked!(
-        conn,
-        positions::table,
-        &position_rows,
-        "positions",
-        progress
-    );
     Ok(())
 }
 
-/// Deletes the versions before `keep_from` and the wallet and position rows
-/// no kept version can see (closed at or before `keep_from`).
+/// Deletes the versions before `keep_from` and the wallet rows no kept
+/// version can see (closed at or before `keep_from`).
 pub(crate) fn prune_before(conn: &mut DbConnection, keep_from: i64) -> Result<(), StoreError> {
     diesel::delete(snapshots::table.filter(snapshots::version.lt(keep_from))).execute(conn)?;
     diesel::delete(wallets::table.filter(wallets::valid_to.le(keep_from))).execute(conn)?;
-    diesel::delete(positions::table.filter(positions::valid_to.le(keep_from))).execute(conn)?;
     Ok(())
 }
 

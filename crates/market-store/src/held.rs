@@ -1,0 +1,359 @@
+//! The positions a wallet holds, stored in its row (`wallets.positions`):
+//! one JSON array, one array of fields per position. A data version
+//! changes a wallet whole (its row and every position with it), so its
+//! positions are written, closed, pruned and read with that one row: a
+//! publish of 7,000 wallets writes 7,000 rows, not 7,000 plus the 27,000
+//! rows of their positions, each with its own index entries.
+//!
+//! A position's fields, in order: symbol, direction, size, entry price,
+//! mark price, position value, liquidation price (or `null`), leverage,
+//! margin, uPnL, uPnL %, funding cost, observed at. Decimals are strings
+//! in plain notation (the API's); the instant is UTC as
+//! `YYYY-MM-DD HH:MM:SS.fffffffff`. The address, label and tags are the
+//! wallet's.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use market_model::decimal::PlainDecimal;
+use market_model::{Decimal, Direction, MarketPosition, MarketPositionText};
+use serde::{Deserialize, Serialize};
+use time::PrimitiveDateTime;
+
+use crate::convert::parse;
+use crate::rows::{from_db_time, to_db_time};
+use crate::types::parse_sqlite_time;
+use crate::StoreError;
+
+/// A position as written (borrowing the model's fields).
+#[derive(Serialize)]
+struct Written<'a>(
+    &'a str,
+    &'a str,
+    &'a Decimal,
+    &'a Decimal,
+    &'a Decimal,
+    &'a Decimal,
+    Option<&'a Decimal>,
+    &'a Decimal,
+    &'a Decimal,
+    &'a Decimal,
+    &'a Decimal,
+    &'a Decimal,
+    Instant,
+);
+
+/// A position as read (borrowing the column's text where it has no escapes).
+#[derive(Deserialize)]
+struct Read<'a>(
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Option<Cow<'a, str>>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+);
+
+/// A UTC instant in the column's text form.
+struct Instant(PrimitiveDateTime);
+
+impl fmt::Display for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (d, t) = (self.0.date(), self.0.time());
+        write!(
+            f,
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:09}",
+            d.year(),
+            u8::from(d.month()),
+            d.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+            t.nanosecond()
+        )
+    }
+}
+
+impl Serialize for Instant {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The `positions` column of a wallet row holding `positions` (its own, in
+/// any order; they are stored by symbol).
+pub(crate) fn encode(positions: &mut [&MarketPosition]) -> String {
+    positions.sort_unstable_by(|a, b| a.symbol.cmp(&b.symbol));
+    let written: Vec<Written<'_>> = positions
+        .iter()
+        .map(|p| {
+            Written(
+                &p.symbol,
+                p.direction.as_str(),
+                &p.size,
+                &p.entry_price,
+                &p.mark_price,
+                &p.position_value,
+                p.liq_price.as_ref(),
+                &p.leverage,
+                &p.margin,
+                &p.u_pnl,
+                &p.u_pnl_pct,
+                &p.funding_cost,
+                Instant(to_db_time(p.observed_at)),
+            )
+        })
+        .collect();
+    serde_json::to_string(&written).expect("positions serialize")
+}
+
+/// Hands `each` every position of `address`'s `positions` column in the
+/// model's text form (no label and tags: they are the wallet's), without
+/// parsing a decimal. A decimal stored in another spelling than plain
+/// notation (a row edited by hand) is printed plain first.
+pub(crate) fn for_each_text(
+    address: &str,
+    column: &str,
+    mut each: impl FnMut(&MarketPositionText<'_>) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let read = decode(address, column)?;
+    let texts: Option<Vec<MarketPositionText<'_>>> = read
+        .iter()
+        .map(|r| r.text(address))
+        .collect::<Result<_, _>>()?;
+    if let Some(texts) = texts {
+        return texts.iter().try_for_each(each);
+    }
+    let plain = reprinted(address, &read)?;
+    for r in decode(address, &plain)? {
+        let text = r
+            .text(address)?
+            .ok_or_else(|| corrupt(address, "a decimal"))?;
+        each(&text)?;
+    }
+    Ok(())
+}
+
+/// Every position of `address`'s `positions` column as the model's (no
+/// label and tags).
+#[cfg(test)]
+pub(crate) fn models(address: &str, column: &str) -> Result<Vec<MarketPosition>, StoreError> {
+    let mut out = Vec::new();
+    for_each_text(address, column, |t| {
+        out.push(model(t));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The model's position its text form denotes.
+pub(crate) fn model(t: &MarketPositionText<'_>) -> MarketPosition {
+    let dec = |p: PlainDecimal<'_>| Decimal(p.to_decimal());
+    MarketPosition {
+        address: t.address.to_owned(),
+        label: t.label.map(str::to_owned),
+        tags: t.tags.to_vec(),
+        symbol: t.symbol.to_owned(),
+        direction: t.direction,
+        position_value: dec(t.position_value),
+        liq_price: t.liq_price.map(dec),
+        observed_at: t.observed_at,
+        leverage: dec(t.leverage),
+        size: dec(t.size),
+        size_unit: t.size_unit.to_owned(),
+        u_pnl: dec(t.u_pnl),
+        u_pnl_pct: dec(t.u_pnl_pct),
+        entry_price: dec(t.entry_price),
+        mark_price: dec(t.mark_price),
+        margin: dec(t.margin),
+        funding_cost: dec(t.funding_cost),
+    }
+}
+
+fn corrupt(address: &str, what: &str) -> StoreError {
+    StoreError::Corrupt(format!("{what} in the positions of wallet {address}"))
+}
+
+fn decode<'a>(address: &str, column: &'a str) -> Result<Vec<Read<'a>>, StoreError> {
+    serde_json::from_str(column).map_err(|e| corrupt(address, &format!("unreadable JSON ({e})")))
+}
+
+impl<'a> Read<'a> {
+    /// Its text form; `None` when a decimal is not in plain notation.
+    fn text(&'a self, address: &'a str) -> Result<Option<MarketPositionText<'a>>, StoreError> {
+        let observed_at = parse_sqlite_time(&self.12)
+            .map(from_db_time)
+            .ok_or_else(|| corrupt(address, "an instant"))?;
+        let direction = parse::<Direction>("position direction", &self.1)?;
+        let decimals = [
+            &self.2, &self.3, &self.4, &self.5, &self.7, &self.8, &self.9, &self.10, &self.11,
+        ];
+        let Some(
+            [size, entry_price, mark_price, position_value, leverage, margin, u_pnl, u_pnl_pct, funding_cost],
+        ) = decimals
+            .map(|d| PlainDecimal::new(d))
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .and_then(|v| <[PlainDecimal<'_>; 9]>::try_from(v).ok())
+        else {
+            return Ok(None);
+        };
+        let liq_price = match &self.6 {
+            None => None,
+            Some(d) => match PlainDecimal::new(d) {
+                Some(p) => Some(p),
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(MarketPositionText {
+            address,
+            label: None,
+            tags: &[],
+            symbol: &self.0,
+            direction,
+            position_value,
+            liq_price,
+            observed_at,
+            leverage,
+            size,
+            size_unit: &self.0,
+            u_pnl,
+            u_pnl_pct,
+            entry_price,
+            mark_price,
+            margin,
+            funding_cost,
+        }))
+    }
+}
+
+/// `read` again with every decimal printed in plain notation.
+fn reprinted(address: &str, read: &[Read<'_>]) -> Result<String, StoreError> {
+    let dec = |text: &str| -> Result<Decimal, StoreError> {
+        text.parse::<Decimal>()
+            .map_err(|_| corrupt(address, &format!("decimal {text:?}")))
+    };
+    let mut fixed = Vec::with_capacity(read.len());
+    for r in read {
+        let observed_at = parse_sqlite_time(&r.12).ok_or_else(|| corrupt(address, "an instant"))?;
+        fixed.push((
+            r.0.to_string(),
+            r.1.to_string(),
+            [
+                dec(&r.2)?,
+                dec(&r.3)?,
+                dec(&r.4)?,
+                dec(&r.5)?,
+                dec(&r.7)?,
+                dec(&r.8)?,
+                dec(&r.9)?,
+                dec(&r.10)?,
+                dec(&r.11)?,
+            ],
+            r.6.as_deref().map(dec).transpose()?,
+            observed_at,
+        ));
+    }
+    let written: Vec<Written<'_>> = fixed
+        .iter()
+        .map(
+            |(symbol, direction, [s, e, m, v, l, g, u, up, fc], liq, at)| {
+                Written(
+                    symbol,
+                    direction,
+                    s,
+                    e,
+                    m,
+                    v,
+                    liq.as_ref(),
+                    l,
+                    g,
+                    u,
+                    up,
+                    fc,
+                    Instant(*at),
+                )
+            },
+        )
+        .collect();
+    Ok(serde_json::to_string(&written).expect("positions serialize"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    fn position(symbol: &str, value: &str) -> MarketPosition {
+        let d = |s: &str| Decimal(s.parse().unwrap());
+        MarketPosition {
+            address: "0xaa".into(),
+            label: None,
+            tags: vec![],
+            symbol: symbol.into(),
+            direction: Direction::Short,
+            position_value: d(value),
+            liq_price: None,
+            observed_at: datetime!(2026-11-22 01:02:03.000000250 UTC),
+            leverage: d("3.5"),
+            size: d("0.00000001"),
+            size_unit: symbol.into(),
+            u_pnl: d("-123456789012345678901234567890.123456789"),
+            u_pnl_pct: d("0.0000"),
+            entry_price: d("100"),
+            mark_price: d("1000.50"),
+            margin: d("0"),
+            funding_cost: d("-0.01"),
+        }
+    }
+
+    #[test]
+    fn positions_read_back_as_written_in_symbol_order() {
+        let (a, mut b) = (position("xyz:GOLD", "12.30"), position("BTC", "1"));
+        b.liq_price = Some(Decimal("95000.125".parse().unwrap()));
+        b.direction = Direction::Long;
+        let column = encode(&mut [&a, &b]);
+        assert_eq!(models("0xaa", &column).unwrap(), vec![b.clone(), a.clone()]);
+        let mut texts = Vec::new();
+        for_each_text("0xaa", &column, |t| {
+            texts.push(serde_json::to_string(t).unwrap());
+            Ok(())
+        })
+        .unwrap();
+        let json = |p: &MarketPosition| serde_json::to_string(p).unwrap();
+        assert_eq!(texts, vec![json(&b), json(&a)]);
+        assert_eq!(encode(&mut []), "[]");
+        assert!(models("0xaa", "[]").unwrap().is_empty());
+    }
+
+    #[test]
+    fn decimals_in_other_spellings_are_read_plain_and_bad_columns_refused() {
+        let p = position("BTC", "1");
+        let column = encode(&mut [&p]).replace("\"100\"", "\"1E+2\"");
+        assert_ne!(column, encode(&mut [&p]));
+        let mut texts = Vec::new();
+        for_each_text("0xaa", &column, |t| {
+            texts.push(t.entry_price.as_str().to_owned());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(texts, vec!["100"]);
+        for bad in [
+            column.replace("\"1E+2\"", "\"ten\""),
+            column.replace("\"short\"", "\"sideways\""),
+            column.replace("2026-11-22 01:02:03", "yesterday"),
+            "{}".to_owned(),
+            "[[\"BTC\"]]".to_owned(),
+        ] {
+            let err = models("0xaa", &bad).unwrap_err();
+            assert!(matches!(err, StoreError::Corrupt(_)), "{bad}: {err:?}");
+        }
+    }
+}
