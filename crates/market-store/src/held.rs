@@ -123,22 +123,41 @@ pub(crate) fn for_each_text(
     column: &str,
     mut each: impl FnMut(&MarketPositionText<'_>) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
+    with_texts(address, column, |texts| {
+        texts.iter().try_for_each(&mut each)
+    })
+}
+
+/// [`for_each_text`] with all of the wallet's positions at once, in symbol
+/// order.
+pub(crate) fn with_texts<R>(
+    address: &str,
+    column: &str,
+    f: impl FnOnce(&[MarketPositionText<'_>]) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
     let read = decode(address, column)?;
     let texts: Option<Vec<MarketPositionText<'_>>> = read
         .iter()
         .map(|r| r.text(address))
         .collect::<Result<_, _>>()?;
-    if let Some(texts) = texts {
-        return texts.iter().try_for_each(each);
+    if let Some(mut texts) = texts {
+        // Written in symbol order; a row edited by hand may not be.
+        if !texts.is_sorted_by(|a, b| a.symbol <= b.symbol) {
+            texts.sort_by(|a, b| a.symbol.cmp(b.symbol));
+        }
+        return f(&texts);
     }
     let plain = reprinted(address, &read)?;
-    for r in decode(address, &plain)? {
-        let text = r
-            .text(address)?
-            .ok_or_else(|| corrupt(address, "a decimal"))?;
-        each(&text)?;
+    let read = decode(address, &plain)?;
+    let mut texts = Vec::with_capacity(read.len());
+    for r in &read {
+        texts.push(
+            r.text(address)?
+                .ok_or_else(|| corrupt(address, "a decimal"))?,
+        );
     }
-    Ok(())
+    texts.sort_by(|a, b| a.symbol.cmp(b.symbol));
+    f(&texts)
 }
 
 /// Every position of `address`'s `positions` column as the model's (no

@@ -8,13 +8,16 @@
 //! JSON object without its leading `time` member), so a read concatenates
 //! them.
 
+use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
 use bigdecimal::{BigDecimal, ToPrimitive};
 use diesel::prelude::*;
+use market_model::decimal::PlainDecimal;
 use market_model::{
-    Cohort, Decimal, Direction, EventKind, HistoryInterval, Holding, Market, MarketCohorts,
-    MarketHistoryPoint, MarketPosition, PositionEvent, Wallet, WalletHistoryPoint,
+    Cohort, Decimal, EventKind, HistoryInterval, Holding, Market, MarketCohorts,
+    MarketHistoryPoint, MarketPosition, MarketPositionText, PositionEvent, Wallet,
+    WalletHistoryPoint,
 };
 use time::OffsetDateTime;
 
@@ -422,17 +425,6 @@ fn value_micro(value: &BigDecimal) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
-/// An open position, as events compare it.
-struct OpenRow {
-    address: String,
-    symbol: String,
-    direction: Direction,
-    size: Decimal,
-    position_value: Decimal,
-    mark_price: Decimal,
-    liq_price: Option<Decimal>,
-}
-
 /// The events between the open rows of the written wallets and their new
 /// positions. Wallets that were not served before are `firstObservation`;
 /// wallets no longer served get no event (they are not tracked, which says
@@ -461,107 +453,170 @@ fn derive_events(
             );
         }
     }
-    let mut open: Vec<OpenRow> = Vec::new();
-    let dec = |p: market_model::decimal::PlainDecimal<'_>| Decimal(p.to_decimal());
-    for (address, held) in &rows {
-        crate::held::for_each_text(address, held, |t| {
-            open.push(OpenRow {
-                address: address.clone(),
-                symbol: t.symbol.to_owned(),
-                direction: t.direction,
-                size: dec(t.size),
-                position_value: dec(t.position_value),
-                mark_price: dec(t.mark_price),
-                liq_price: t.liq_price.map(dec),
-            });
-            Ok(())
-        })?;
-    }
     let served: HashSet<&str> = rows.iter().map(|(a, _)| a.as_str()).collect();
-    let written: HashMap<&str, &Wallet> = obs
-        .wallets
-        .iter()
-        .map(|w| (w.address.as_str(), w))
-        .collect();
     let newly_read: HashMap<&str, &[String]> = obs
         .newly_read
         .iter()
         .map(|(a, d)| (a.as_str(), d.as_slice()))
         .collect();
-    let first_seen_there = |address: &str, symbol: &str| {
-        let dex = market_model::symbol::dex_of(symbol).unwrap_or("");
-        newly_read
-            .get(address)
-            .is_some_and(|d| d.iter().any(|n| n == dex))
+    let ctx = EventContext {
+        observed_at: obs.observed_at,
+        prices: obs
+            .markets
+            .iter()
+            .map(|m| (m.symbol.as_str(), &m.price))
+            .collect(),
+        served: &served,
+        newly_read: &newly_read,
     };
-    let prices: HashMap<&str, &Decimal> = obs
-        .markets
+    // Each written wallet's new positions, by symbol.
+    let mut now: HashMap<&str, Vec<&MarketPosition>> = obs
+        .wallets
         .iter()
-        .map(|m| (m.symbol.as_str(), &m.price))
+        .map(|w| (w.address.as_str(), Vec::new()))
         .collect();
-    let mut before: HashMap<(&str, &str), &OpenRow> = open
-        .iter()
-        .filter(|r| written.contains_key(r.address.as_str()))
-        .map(|r| ((r.address.as_str(), r.symbol.as_str()), r))
-        .collect();
-    let mut events = Vec::new();
-    let event =
-        |w: &Wallet, symbol: &str, prev: Option<&OpenRow>, next: Option<&MarketPosition>| {
-            let prev_holding = prev.map(|r| Holding {
-                direction: r.direction,
-                size: r.size.clone(),
-            });
-            let next_holding = next.map(|p| Holding {
-                direction: p.direction,
-                size: p.size.clone(),
-            });
-            let near = prev.is_some_and(|r| {
-                market_model::history::near_liquidation(&r.mark_price, r.liq_price.as_ref())
-            });
-            let Some(kind) =
-                market_model::history::classify(prev_holding.as_ref(), next_holding.as_ref(), near)
-            else {
-                return Ok::<_, StoreError>(None);
-            };
-            let price = match (prices.get(symbol), next, prev) {
-                (Some(p), _, _) => (*p).clone(),
-                (None, Some(n), _) => n.mark_price.clone(),
-                (None, None, Some(r)) => r.mark_price.clone(),
-                (None, None, None) => Decimal::zero(),
-            };
-            Ok(Some(PositionEvent {
-                observed_at: obs.observed_at,
-                address: w.address.clone(),
-                label: w.label.clone(),
-                tags: w.tags.clone(),
-                symbol: symbol.to_owned(),
-                kind,
-                first_observation: !served.contains(w.address.as_str())
-                    || first_seen_there(&w.address, symbol),
-                previous_direction: prev_holding.as_ref().map(|h| h.direction),
-                direction: next_holding.as_ref().map(|h| h.direction),
-                previous_size: prev_holding.map_or_else(Decimal::zero, |h| h.size),
-                size: next_holding.map_or_else(Decimal::zero, |h| h.size),
-                previous_value: prev.map_or_else(Decimal::zero, |r| r.position_value.clone()),
-                value: next.map_or_else(Decimal::zero, |p| p.position_value.clone()),
-                price,
-                previous_liq_price: prev.and_then(|r| r.liq_price.clone()),
-            }))
-        };
     for p in obs.positions {
-        let Some(w) = written.get(p.address.as_str()) else {
-            continue;
-        };
-        let prev = before.remove(&(p.address.as_str(), p.symbol.as_str()));
-        events.extend(event(w, &p.symbol, prev, Some(p))?);
+        if let Some(held) = now.get_mut(p.address.as_str()) {
+            held.push(p);
+        }
     }
-    let mut closed: Vec<_> = before.into_values().collect();
-    closed.sort_by(|a, b| (&a.address, &a.symbol).cmp(&(&b.address, &b.symbol)));
-    for r in closed {
-        let w = written[r.address.as_str()];
-        events.extend(event(w, &r.symbol, Some(r), None)?);
+    let mut events = Vec::new();
+    let open: HashMap<&str, &str> = rows
+        .iter()
+        .map(|(a, held)| (a.as_str(), held.as_str()))
+        .collect();
+    for w in obs.wallets {
+        let Some(mut next) = now.remove(w.address.as_str()) else {
+            continue; // written twice: compared once
+        };
+        next.sort_by(|a, b| a.symbol.cmp(&b.symbol));
+        let column = open.get(w.address.as_str()).copied().unwrap_or("[]");
+        crate::held::with_texts(&w.address, column, |before| {
+            // Both in symbol order: merged.
+            let (mut i, mut j) = (0, 0);
+            while i < before.len() || j < next.len() {
+                let order = match (before.get(i), next.get(j)) {
+                    (Some(b), Some(n)) => b.symbol.cmp(n.symbol.as_str()),
+                    (Some(_), None) => Ordering::Less,
+                    _ => Ordering::Greater,
+                };
+                let (symbol, prev, now) = match order {
+                    Ordering::Less => (before[i].symbol, Some(&before[i]), None),
+                    Ordering::Greater => (next[j].symbol.as_str(), None, Some(next[j])),
+                    Ordering::Equal => (next[j].symbol.as_str(), Some(&before[i]), Some(next[j])),
+                };
+                i += usize::from(order != Ordering::Greater);
+                j += usize::from(order != Ordering::Less);
+                events.extend(position_event(&ctx, w, symbol, prev, now));
+            }
+            Ok(())
+        })?;
     }
     Ok(events)
+}
+
+/// What every event of one observation shares.
+struct EventContext<'a> {
+    observed_at: OffsetDateTime,
+    prices: HashMap<&'a str, &'a Decimal>,
+    /// Wallets served before this observation.
+    served: &'a HashSet<&'a str>,
+    /// Per wallet, the dexes this observation reads for the first time.
+    newly_read: &'a HashMap<&'a str, &'a [String]>,
+}
+
+/// The event between a wallet's position in `symbol` before (its stored
+/// text) and now, if any. The stored decimals are parsed only for what an
+/// event needs: most positions keep their size, which is compared as text
+/// first.
+fn position_event(
+    ctx: &EventContext<'_>,
+    w: &Wallet,
+    symbol: &str,
+    prev: Option<&MarketPositionText<'_>>,
+    next: Option<&MarketPosition>,
+) -> Option<PositionEvent> {
+    let dec = |p: PlainDecimal<'_>| Decimal(p.to_decimal());
+    let kind = match (prev, next) {
+        (None, None) => return None,
+        (Some(b), Some(a)) if b.direction == a.direction => {
+            // The same text is the same number; another text may be too.
+            if prints_as(&a.size, b.size.as_str()) {
+                return None;
+            }
+            market_model::history::classify(
+                Some(&Holding {
+                    direction: b.direction,
+                    size: dec(b.size),
+                }),
+                Some(&Holding {
+                    direction: a.direction,
+                    size: a.size.clone(),
+                }),
+                false,
+            )?
+        }
+        (Some(b), None) => {
+            let near = market_model::history::near_liquidation(
+                &dec(b.mark_price),
+                b.liq_price.map(dec).as_ref(),
+            );
+            match near {
+                true => EventKind::ClosedNearLiquidation,
+                false => EventKind::Closed,
+            }
+        }
+        (Some(_), Some(_)) => EventKind::Flipped,
+        (None, Some(_)) => EventKind::Opened,
+    };
+    let price = match (ctx.prices.get(symbol), next, prev) {
+        (Some(p), _, _) => (*p).clone(),
+        (None, Some(n), _) => n.mark_price.clone(),
+        (None, None, Some(r)) => dec(r.mark_price),
+        (None, None, None) => Decimal::zero(),
+    };
+    let first_seen_there = || {
+        let dex = market_model::symbol::dex_of(symbol).unwrap_or("");
+        ctx.newly_read
+            .get(w.address.as_str())
+            .is_some_and(|d| d.iter().any(|n| n == dex))
+    };
+    Some(PositionEvent {
+        observed_at: ctx.observed_at,
+        address: w.address.clone(),
+        label: w.label.clone(),
+        tags: w.tags.clone(),
+        symbol: symbol.to_owned(),
+        kind,
+        first_observation: !ctx.served.contains(w.address.as_str()) || first_seen_there(),
+        previous_direction: prev.map(|r| r.direction),
+        direction: next.map(|p| p.direction),
+        previous_size: prev.map_or_else(Decimal::zero, |r| dec(r.size)),
+        size: next.map_or_else(Decimal::zero, |p| p.size.clone()),
+        previous_value: prev.map_or_else(Decimal::zero, |r| dec(r.position_value)),
+        value: next.map_or_else(Decimal::zero, |p| p.position_value.clone()),
+        price,
+        previous_liq_price: prev.and_then(|r| r.liq_price.map(dec)),
+    })
+}
+
+/// Whether `d` prints as `text` (compared as it prints, no allocation).
+fn prints_as(d: &Decimal, text: &str) -> bool {
+    use std::fmt::Write;
+    struct Rest<'a>(&'a str);
+    impl Write for Rest<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            match self.0.strip_prefix(s) {
+                Some(rest) => {
+                    self.0 = rest;
+                    Ok(())
+                }
+                None => Err(std::fmt::Error),
+            }
+        }
+    }
+    let mut rest = Rest(text);
+    write!(rest, "{d}").is_ok() && rest.0.is_empty()
 }
 
 /// Deletes what retention no longer keeps, as of `at`.
@@ -943,11 +998,36 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use market_model::{Cohort, Market, SizeClass, Wallet, WalletDirection};
+    use market_model::{Cohort, Direction, Market, SizeClass, Wallet, WalletDirection};
     use time::macros::datetime;
 
     fn d(s: &str) -> Decimal {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_decimal_prints_as_its_plain_text_only() {
+        for (d, text, same) in [
+            ("1.50", "1.50", true),
+            ("1.50", "1.5", false),
+            ("1.5", "1.50", false),
+            ("-0.01", "-0.01", true),
+            ("-0.01", "0.01", false),
+            ("100", "1E+2", false),
+            (
+                "123456789012345678901234567890.5",
+                "123456789012345678901234567890.5",
+                true,
+            ),
+            ("12", "123", false),
+            ("123", "12", false),
+        ] {
+            assert_eq!(
+                prints_as(&Decimal(d.parse().unwrap()), text),
+                same,
+                "{d} {text}"
+            );
+        }
     }
 
     #[test]
