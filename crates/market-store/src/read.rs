@@ -95,12 +95,13 @@ impl Store {
 
     /// Reads a whole data version as model structs.
     pub fn load_snapshot(&self, meta: &SnapshotMeta) -> Result<LoadedSnapshot, StoreError> {
-        let (rest, [mut positions, upper]) = self.load_version(meta, |address, held, out| {
-            held::for_each_text(address, held, |t| {
-                out.push(held::model(t));
-                Ok(())
-            })
-        })?;
+        let (rest, [mut positions, upper]) =
+            self.load_version(meta, true, |address, held, out| {
+                held::for_each_text(address, held, |t| {
+                    out.push(held::model(t));
+                    Ok(())
+                })
+            })?;
         // (The lower half was sized for both.)
         positions.extend(upper);
         label_positions(&mut positions, &rest.wallets);
@@ -119,7 +120,7 @@ impl Store {
         meta: &SnapshotMeta,
         render: impl Fn(&MarketPositionText<'_>) -> T + Sync,
     ) -> Result<LoadedSnapshot<Vec<T>>, StoreError> {
-        let (rest, parts) = self.load_version(meta, |address, held, out| {
+        let (rest, parts) = self.load_version(meta, false, |address, held, out| {
             held::for_each_text(address, held, |t| {
                 out.push(render(t));
                 Ok(())
@@ -129,10 +130,13 @@ impl Store {
     }
 
     /// Reads a whole data version, each wallet's positions through `read`
-    /// (given its address and its `positions` column), in two halves.
+    /// (given its address and its `positions` column), in two halves; the
+    /// lower half's vector has room for both when the caller will `merge`
+    /// them.
     fn load_version<T: Send>(
         &self,
         meta: &SnapshotMeta,
+        merge: bool,
         read: impl Fn(&str, &str, &mut Vec<T>) -> Result<(), StoreError> + Sync,
     ) -> Result<(VersionRest, [Vec<T>; 2]), StoreError> {
         let v = meta.version;
@@ -150,10 +154,12 @@ impl Store {
                 .order(markets::symbol)
                 .load(conn)?
         };
-        // The lower half's positions are collected into a vector large
-        // enough for both (its markets' counts), the upper one's into one
-        // of about half: regrowing vectors of a million items cost a tenth
-        // of the start.
+        // Each half's positions are collected into a vector of about half
+        // of the markets' counts (addresses are spread evenly over the
+        // split; a little room to spare), or of all of them for a lower
+        // half the upper one is merged into: regrowing vectors of a million
+        // items cost a tenth of the start, and room for both in each half
+        // would raise the start's peak.
         let total: i64 = markets.iter().map(|m| m.long_count + m.short_count).sum();
         let total = usize::try_from(total).unwrap_or(0);
         let read_half = |upper: bool| -> Result<(Vec<Wallet>, Vec<T>), StoreError> {
@@ -169,9 +175,9 @@ impl Store {
             };
             let mut out = Vec::new();
             // Only a hint: a count that cannot be reserved is read without it.
-            let _ = out.try_reserve_exact(match upper {
-                false => total,
-                true => total / 2 + total / 8,
+            let _ = out.try_reserve_exact(match (upper, merge) {
+                (false, true) => total,
+                _ => total / 2 + total / 16,
             });
             let mut wallets = Vec::new();
             let mut pooled = self.conn()?;
@@ -236,13 +242,13 @@ impl Store {
 
     /// What changed from version `from` to `meta`'s, when it can be read as
     /// changes: both versions are still stored, the later one has a stored
-    /// coverage report, every changed wallet was rewritten whole (the rows
-    /// `track` writes), and at most `max_wallets` wallets changed. `None`
+    /// coverage report, and at most `max_wallets` wallets changed. `None`
     /// means: load the whole version instead.
     ///
     /// Rows are valid in version `V` when `version ≤ V < valid_to`, so the
-    /// changes are the wallet and position rows inserted after `from` that
-    /// are valid at `V`, and the wallet rows closed after `from`.
+    /// changes are the wallet rows (each with its positions) inserted after
+    /// `from` that are valid at `V`, and the wallet rows closed after
+    /// `from`.
     pub fn load_changes(
         &self,
         from: i64,
