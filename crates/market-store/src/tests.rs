@@ -143,6 +143,21 @@ fn position(address: &str, symbol: &str) -> MarketPosition {
     }
 }
 
+/// A position whose text is easy to get wrong: short, no liquidation
+/// price, a zero with scale, a tiny size, a 39-digit uPnL, a fractional
+/// instant.
+fn odd_position(address: &str, symbol: &str) -> MarketPosition {
+    MarketPosition {
+        direction: Direction::Short,
+        liq_price: None,
+        margin: d("0.0000"),
+        size: d("0.00000001"),
+        u_pnl: d("-123456789012345678901234567890.123456789"),
+        observed_at: datetime!(2026-11-22 01:02:03.25 UTC),
+        ..position(address, symbol)
+    }
+}
+
 fn day(date: time::Date, symbol: &str, coverage: Coverage) -> LiquidityDay {
     let levels = vec![
         Level {
@@ -350,13 +365,7 @@ fn positions_move_into_the_wallet_rows_and_back_exactly() {
     for (store, _guard) in stores() {
         let markets = [market("BTC", "92391.3380"), market("ETH", "3000")];
         let wallets = [wallet("0xaa"), wallet("0xbb"), wallet("0xcc")];
-        let mut odd = position("0xbb", "ETH");
-        odd.direction = Direction::Short;
-        odd.liq_price = None;
-        odd.margin = d("0.0000");
-        odd.size = d("0.00000001");
-        odd.u_pnl = d("-123456789012345678901234567890.123456789");
-        odd.observed_at = datetime!(2026-11-22 01:02:03.25 UTC);
+        let odd = odd_position("0xbb", "ETH");
         let v1 = version_of(
             datetime!(2026-11-22 01:02:03 UTC),
             &markets,
@@ -594,16 +603,10 @@ fn positions_read_for_serving_render_like_the_models() {
         let mut positions = Vec::new();
         for (i, w) in wallets.iter().enumerate() {
             for m in &markets {
-                let mut p = position(&w.address, &m.symbol);
-                if i == 1 {
-                    p.direction = Direction::Short;
-                    p.liq_price = None;
-                    p.margin = d("0.0000");
-                    p.u_pnl = d("123456789012345678901234567890.123456789");
-                    p.size = d("0.00000001");
-                    p.observed_at = datetime!(2026-11-22 01:02:03.25 UTC);
-                }
-                positions.push(p);
+                positions.push(match i {
+                    1 => odd_position(&w.address, &m.symbol),
+                    _ => position(&w.address, &m.symbol),
+                });
             }
         }
         store
