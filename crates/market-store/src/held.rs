@@ -88,9 +88,16 @@ impl Serialize for Instant {
 }
 
 /// The `positions` column of a wallet row holding `positions` (its own, in
-/// any order; they are stored by symbol).
-pub(crate) fn encode(positions: &mut [&MarketPosition]) -> String {
+/// any order; they are stored by symbol). Two positions in one asset are
+/// refused: a wallet holds one a market.
+pub(crate) fn encode(positions: &mut [&MarketPosition]) -> Result<String, StoreError> {
     positions.sort_unstable_by(|a, b| a.symbol.cmp(&b.symbol));
+    if let Some(w) = positions.windows(2).find(|w| w[0].symbol == w[1].symbol) {
+        return Err(StoreError::Corrupt(format!(
+            "two positions of wallet {} in {}",
+            w[1].address, w[1].symbol
+        )));
+    }
     let written: Vec<Written<'_>> = positions
         .iter()
         .map(|p| {
@@ -111,7 +118,7 @@ pub(crate) fn encode(positions: &mut [&MarketPosition]) -> String {
             )
         })
         .collect();
-    serde_json::to_string(&written).expect("positions serialize")
+    Ok(serde_json::to_string(&written).expect("positions serialize"))
 }
 
 /// Hands `each` every position of `address`'s `positions` column in the
@@ -338,7 +345,7 @@ mod tests {
         let (a, mut b) = (position("xyz:GOLD", "12.30"), position("BTC", "1"));
         b.liq_price = Some(Decimal("95000.125".parse().unwrap()));
         b.direction = Direction::Long;
-        let column = encode(&mut [&a, &b]);
+        let column = encode(&mut [&a, &b]).unwrap();
         assert_eq!(models("0xaa", &column).unwrap(), vec![b.clone(), a.clone()]);
         let mut texts = Vec::new();
         for_each_text("0xaa", &column, |t| {
@@ -348,15 +355,19 @@ mod tests {
         .unwrap();
         let json = |p: &MarketPosition| serde_json::to_string(p).unwrap();
         assert_eq!(texts, vec![json(&b), json(&a)]);
-        assert_eq!(encode(&mut []), "[]");
+        assert_eq!(encode(&mut []).unwrap(), "[]");
+        assert!(matches!(
+            encode(&mut [&a, &b, &a]),
+            Err(StoreError::Corrupt(e)) if e == "two positions of wallet 0xaa in xyz:GOLD"
+        ));
         assert!(models("0xaa", "[]").unwrap().is_empty());
     }
 
     #[test]
     fn decimals_in_other_spellings_are_read_plain_and_bad_columns_refused() {
         let p = position("BTC", "1");
-        let column = encode(&mut [&p]).replace("\"100\"", "\"1E+2\"");
-        assert_ne!(column, encode(&mut [&p]));
+        let column = encode(&mut [&p]).unwrap().replace("\"100\"", "\"1E+2\"");
+        assert_ne!(column, encode(&mut [&p]).unwrap());
         let mut texts = Vec::new();
         for_each_text("0xaa", &column, |t| {
             texts.push(t.entry_price.as_str().to_owned());

@@ -443,7 +443,8 @@ pub(crate) fn insert_version(
 
 /// Inserts the open rows of `wallets` valid from `version`, each holding
 /// its wallet's `positions` (every one of them belongs to one of
-/// `wallets`: a position of a wallet not written is refused).
+/// `wallets`: a position of a wallet not written is refused, and so are
+/// two of one wallet in one asset).
 pub(crate) fn insert_wallet_rows(
     conn: &mut DbConnection,
     version: i64,
@@ -469,13 +470,10 @@ pub(crate) fn insert_wallet_rows(
         .iter()
         .map(|w| {
             let mine = held.get_mut(w.address.as_str()).map(std::mem::take);
-            wallet_row(
-                version,
-                w,
-                crate::held::encode(&mut mine.unwrap_or_default()),
-            )
+            let column = crate::held::encode(&mut mine.unwrap_or_default())?;
+            Ok(wallet_row(version, w, column))
         })
-        .collect();
+        .collect::<Result<_, StoreError>>()?;
     insert_chunked!(conn, wallets::table, &wallet_rows, "wallets", progress);
     Ok(())
 }
