@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 /// One data version whole: the aggregates of every market and wallet and
 /// their positions.
 #[derive(Clone, Debug)]
-pub struct DataVersion<P = MarketPosition> {
+pub struct DataVersion<P = MarketPosition, D = LiquidityDay> {
     /// When the scan was taken.
     pub observed_at: OffsetDateTime,
     /// One market per quote, with its aggregates, ordered by symbol.
@@ -23,8 +23,9 @@ pub struct DataVersion<P = MarketPosition> {
     /// (symbol, address); `market_snapshot::Snapshot::build` takes any order): model
     /// structs, or `market_snapshot::RenderedPosition`s of a version read back.
     pub positions: Vec<P>,
-    /// The `current` liquidity day of every asset, ordered by symbol.
-    pub current_days: Vec<LiquidityDay>,
+    /// The `current` liquidity day of every asset, ordered by symbol: model
+    /// days, or `market_model::LiquidityDayText`s of a version read back.
+    pub current_days: Vec<D>,
     /// The size-class cohorts of every asset, in `markets` order.
     pub cohorts: Vec<MarketCohorts>,
     /// Freshness of the writer's tracked wallets, when it tracks more than it
@@ -39,13 +40,15 @@ pub struct DataVersion<P = MarketPosition> {
 /// Positions are model structs, or (as a server reads them back) any form
 /// its snapshot takes in, as with [`DataVersion`].
 #[derive(Clone, Debug)]
-pub struct VersionChanges<P = MarketPosition> {
+pub struct VersionChanges<P = MarketPosition, D = LiquidityDay> {
     /// When the new version was observed.
     pub observed_at: OffsetDateTime,
     /// Every market of the new version, by symbol.
     pub markets: Vec<Market>,
-    /// The `current` liquidity day of every market of the new version, by symbol.
-    pub current_days: Vec<LiquidityDay>,
+    /// The `current` liquidity day of every market of the new version, by
+    /// symbol (model days, or as a server reads them back, any form its
+    /// snapshot takes in).
+    pub current_days: Vec<D>,
     /// The size-class cohorts of every market of the new version, by symbol.
     pub cohorts: Vec<MarketCohorts>,
     /// The new version's coverage report, as its writer computed it.

@@ -4,6 +4,7 @@
 pub mod coverage;
 pub mod decimal;
 pub mod history;
+pub mod levels_text;
 pub mod params;
 pub mod problem;
 pub mod query;
@@ -17,6 +18,7 @@ pub use history::{
     MarketHistory, MarketHistoryPoint, PositionEvent, PositionEventList, PositionEventMessage,
     StreamEnd, WalletDetail, WalletHistory, WalletHistoryPoint,
 };
+pub use levels_text::LiquidityDayText;
 pub use problem::{InvalidParam, Problem, ProblemKind, PROBLEM_JSON};
 pub use query::{
     Coverage, Direction, EventKind, HistoryInterval, Interval, MarketSort, Side, SizeClass,

@@ -23,10 +23,19 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use market_snapshot::{RenderedPosition, Snapshot};
 use market_store::{PoolOptions, PublishWrite, SnapshotWrite, Store};
 
-/// Changed wallets per publish: the own-node figure of the issue.
-const CHANGED: usize = 7_000;
+/// Changed wallets per publish: the own-node figure of the issue, or
+/// `BENCH_CHANGED` (a small figure shows the part that does not follow the
+/// changes).
+fn changed() -> usize {
+    std::env::var("BENCH_CHANGED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(7_000)
+}
 
 fn publish(c: &mut Criterion) {
+    let changed = changed();
     let m = common::demo_version(300_000);
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(
@@ -45,8 +54,8 @@ fn publish(c: &mut Criterion) {
         )
         .unwrap();
 
-    let step = m.wallets.len() / CHANGED;
-    let changes = common::one_usd_more(&m, step, CHANGED);
+    let step = m.wallets.len() / changed;
+    let changes = common::one_usd_more(&m, step, changed);
     let (wallet_count, position_count) = (m.wallets.len(), m.positions.len());
     let publish = |base_version: i64| {
         store
@@ -87,10 +96,10 @@ fn publish(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("publish");
     g.sample_size(10);
-    g.bench_function(format!("read_changes_{CHANGED}_of_300k_wallets"), |b| {
+    g.bench_function(format!("read_changes_{changed}_of_300k_wallets"), |b| {
         b.iter(|| black_box(read()))
     });
-    g.bench_function(format!("apply_changes_{CHANGED}_of_300k_wallets"), |b| {
+    g.bench_function(format!("apply_changes_{changed}_of_300k_wallets"), |b| {
         b.iter_batched(
             read,
             |c| black_box(served.apply_rendered(meta.version, c)),
@@ -98,11 +107,11 @@ fn publish(c: &mut Criterion) {
         )
     });
     g.bench_function(
-        format!("read_and_apply_changes_{CHANGED}_of_300k_wallets"),
+        format!("read_and_apply_changes_{changed}_of_300k_wallets"),
         |b| b.iter(|| black_box(served.apply_rendered(meta.version, read()))),
     );
     // Last: each publish prunes the versions the reads above start from.
-    g.bench_function(format!("write_{CHANGED}_of_300k_wallets"), |b| {
+    g.bench_function(format!("write_{changed}_of_300k_wallets"), |b| {
         b.iter(|| publish(store.latest_snapshot().unwrap().unwrap().version))
     });
     g.finish();

@@ -5,8 +5,8 @@ use std::str::FromStr;
 
 use market_model::{
     Candle, Cohort, Coverage, Decimal, Direction, Kol, KolProfile, Level, LiquidityDay,
-    LiquidityTotals, Market, MarketCohorts, MarketPosition, SideTotal, SizeClass, Strategy, Wallet,
-    WalletDirection,
+    LiquidityDayText, LiquidityTotals, Market, MarketCohorts, MarketPosition, SideTotal, SizeClass,
+    Strategy, Wallet, WalletDirection,
 };
 
 use crate::rows::*;
@@ -266,29 +266,78 @@ pub(crate) fn label_positions(positions: &mut [MarketPosition], wallets: &[Walle
 
 /// The served snapshot from its converted wallets and positions and the
 /// market and current-level rows.
-pub(crate) fn assemble_snapshot<P>(
+/// A form of a market's `current` liquidity day that a store reads back:
+/// the model's (its levels parsed), or [`LiquidityDayText`] (its levels
+/// kept as the stored JSON, which a server serves as it is).
+pub trait StoredDay: Sized {
+    /// The day `head` (no levels; its totals are replaced) with the levels
+    /// stored as the JSON `levels`.
+    fn read(head: LiquidityDay, levels: String) -> Result<Self, StoreError>;
+}
+
+/// The levels stored as `text`, in their documented order, and their totals.
+fn parsed_levels(text: &str) -> Result<(Vec<Level>, LiquidityTotals), StoreError> {
+    let mut levels = json::<Vec<Level>>("current levels", text)?;
+    sort_levels(&mut levels);
+    let totals = LiquidityTotals::of(&levels);
+    Ok((levels, totals))
+}
+
+impl StoredDay for LiquidityDay {
+    fn read(mut head: LiquidityDay, levels: String) -> Result<Self, StoreError> {
+        (head.levels, head.totals) = parsed_levels(&levels)?;
+        Ok(head)
+    }
+}
+
+impl StoredDay for LiquidityDayText {
+    fn read(head: LiquidityDay, levels: String) -> Result<Self, StoreError> {
+        // Text written by another writer (or by hand) in another spelling
+        // or order is parsed and printed as the model prints it.
+        let (head, levels) = match LiquidityDayText::checked(head, levels) {
+            Ok(day) => return Ok(day),
+            Err(refused) => *refused,
+        };
+        let (parsed, _) = parsed_levels(&levels)?;
+        let printed = serde_json::to_string(&parsed).expect("model types serialize");
+        LiquidityDayText::checked(head, printed).map_err(|refused| {
+            let text = &refused.1;
+            StoreError::Corrupt(format!(
+                "current levels print as {text:?}, which reads back otherwise"
+            ))
+        })
+    }
+}
+
+pub(crate) fn assemble_snapshot<P, D: StoredDay>(
     meta: SnapshotMeta,
     markets: Vec<MarketRow>,
     wallets: Vec<Wallet>,
     positions: Vec<P>,
-) -> Result<LoadedSnapshot<P>, StoreError> {
-    let mut bucket_sizes = Vec::with_capacity(markets.len());
-    let mut levels = Vec::with_capacity(markets.len());
+) -> Result<LoadedSnapshot<P, D>, StoreError> {
+    let mut days = Vec::with_capacity(markets.len());
     let mut cohorts = Vec::with_capacity(markets.len());
-    for r in &markets {
-        cohorts.push(MarketCohorts {
-            symbol: r.symbol.clone(),
-            observed_at: meta.observed_at,
-            items: json("market cohorts", &r.cohorts)?,
-            coverage: Coverage::ScannedWallets,
-        });
-        levels.push(json::<Vec<Level>>("current levels", &r.current_levels)?);
-    }
     let markets: Vec<Market> = markets
         .into_iter()
         .map(|r| {
-            bucket_sizes.push(dec(r.bucket_size));
-            Market {
+            cohorts.push(MarketCohorts {
+                symbol: r.symbol.clone(),
+                observed_at: meta.observed_at,
+                items: json("market cohorts", &r.cohorts)?,
+                coverage: Coverage::ScannedWallets,
+            });
+            let head = LiquidityDay::new(
+                meta.observed_at.date(),
+                market_model::NETWORK_ID,
+                &r.symbol,
+                Coverage::Current,
+                dec(r.bucket_size),
+                meta.observed_at,
+                LiquidityTotals::of(&[]),
+                Vec::new(),
+            );
+            days.push(D::read(head, r.current_levels)?);
+            Ok(Market {
                 symbol: r.symbol,
                 price: dec(r.price),
                 change24h_pct: dec(r.change24h_pct),
@@ -301,28 +350,9 @@ pub(crate) fn assemble_snapshot<P>(
                 total_liquidation_value: dec(r.total_liquidation_value),
                 long_liquidation_value: dec(r.long_liquidation_value),
                 short_liquidation_value: dec(r.short_liquidation_value),
-            }
+            })
         })
-        .collect();
-
-    let current_days = markets
-        .iter()
-        .zip(bucket_sizes)
-        .zip(levels)
-        .map(|((m, bucket_size), mut levels)| {
-            sort_levels(&mut levels);
-            LiquidityDay::new(
-                meta.observed_at.date(),
-                market_model::NETWORK_ID,
-                &m.symbol,
-                Coverage::Current,
-                bucket_size,
-                meta.observed_at,
-                LiquidityTotals::of(&levels),
-                levels,
-            )
-        })
-        .collect();
+        .collect::<Result<_, StoreError>>()?;
 
     Ok(LoadedSnapshot {
         version: DataVersion {
@@ -330,7 +360,7 @@ pub(crate) fn assemble_snapshot<P>(
             markets,
             wallets,
             positions,
-            current_days,
+            current_days: days,
             cohorts,
             freshness: None,
         },

@@ -218,16 +218,29 @@ impl<'a> Read<'a> {
             .map(from_db_time)
             .ok_or_else(|| corrupt(address, "an instant"))?;
         let direction = parse::<Direction>("position direction", &self.1)?;
-        let decimals = [
-            &self.2, &self.3, &self.4, &self.5, &self.7, &self.8, &self.9, &self.10, &self.11,
-        ];
-        let Some(
-            [size, entry_price, mark_price, position_value, leverage, margin, u_pnl, u_pnl_pct, funding_cost],
-        ) = decimals
-            .map(|d| PlainDecimal::new(d))
-            .into_iter()
-            .collect::<Option<Vec<_>>>()
-            .and_then(|v| <[PlainDecimal<'_>; 9]>::try_from(v).ok())
+        // (Checked one by one: no vector a position.)
+        let plain = |d: &'a Cow<'a, str>| PlainDecimal::new(d);
+        let (
+            Some(size),
+            Some(entry_price),
+            Some(mark_price),
+            Some(position_value),
+            Some(leverage),
+            Some(margin),
+            Some(u_pnl),
+            Some(u_pnl_pct),
+            Some(funding_cost),
+        ) = (
+            plain(&self.2),
+            plain(&self.3),
+            plain(&self.4),
+            plain(&self.5),
+            plain(&self.7),
+            plain(&self.8),
+            plain(&self.9),
+            plain(&self.10),
+            plain(&self.11),
+        )
         else {
             return Ok(None);
         };

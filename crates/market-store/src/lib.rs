@@ -27,6 +27,7 @@ use market_model::{Candle, Interval, LiquidityDay};
 use time::Date;
 
 pub use connection::{BackendKind, ConnectionManager, DbConnection};
+pub use convert::StoredDay;
 pub use event_stream::{EventBounds, SequencedEvent};
 pub use history::{Bucket, EventFilter, HistoryWrite, Retention, Series, StoredEvent};
 pub use notify::VersionListener;

@@ -6,7 +6,9 @@ use std::collections::HashSet;
 
 use diesel::prelude::*;
 use market_engine::{DataVersion, VersionChanges};
-use market_model::{MarketPosition, MarketPositionText, NetworkCoverage, Wallet, WalletFreshness};
+use market_model::{
+    LiquidityDay, MarketPosition, MarketPositionText, NetworkCoverage, Wallet, WalletFreshness,
+};
 use time::OffsetDateTime;
 
 use crate::convert::*;
@@ -29,12 +31,12 @@ pub struct SnapshotMeta {
 /// ([`Store::load_snapshot`]) or whatever the caller made of their text
 /// ([`Store::load_for_serving`]).
 #[derive(Clone, Debug)]
-pub struct LoadedSnapshot<P = MarketPosition> {
+pub struct LoadedSnapshot<P = MarketPosition, D = LiquidityDay> {
     /// Version metadata.
     pub meta: SnapshotMeta,
     /// The version (positions with the wallet's label and tags filled in,
     /// in no particular order; freshness as its writer stored it).
-    pub version: DataVersion<P>,
+    pub version: DataVersion<P, D>,
 }
 
 impl Store {
@@ -274,13 +276,13 @@ impl Store {
     /// handed to `render` as its stored text, as
     /// [`Store::load_for_serving`] does (no decimal parsed to be printed
     /// again; the label and tags are the wallet's, not filled in).
-    pub fn load_changes_for_serving<T>(
+    pub fn load_changes_for_serving<T, D: StoredDay>(
         &self,
         from: i64,
         meta: &SnapshotMeta,
         max_wallets: usize,
         render: impl Fn(&MarketPositionText<'_>) -> T,
-    ) -> Result<Option<VersionChanges<T>>, StoreError> {
+    ) -> Result<Option<VersionChanges<T, D>>, StoreError> {
         self.read_rendered_changes(Since::Stored(from), meta, max_wallets, render)
     }
 
@@ -290,14 +292,14 @@ impl Store {
     /// neither valid at `meta`'s version nor rewritten, and every wallet
     /// valid then and not rewritten since `from` must be one of `served`.
     /// The caller checks the result's counts against the version's.
-    pub fn load_changes_since_served<T>(
+    pub fn load_changes_since_served<T, D: StoredDay>(
         &self,
         from: i64,
         served: &[&str],
         meta: &SnapshotMeta,
         max_wallets: usize,
         render: impl Fn(&MarketPositionText<'_>) -> T,
-    ) -> Result<Option<VersionChanges<T>>, StoreError> {
+    ) -> Result<Option<VersionChanges<T, D>>, StoreError> {
         let since = Since::Served {
             version: from,
             wallets: served,
@@ -305,13 +307,13 @@ impl Store {
         self.read_rendered_changes(since, meta, max_wallets, render)
     }
 
-    fn read_rendered_changes<T>(
+    fn read_rendered_changes<T, D: StoredDay>(
         &self,
         since: Since<'_>,
         meta: &SnapshotMeta,
         max_wallets: usize,
         render: impl Fn(&MarketPositionText<'_>) -> T,
-    ) -> Result<Option<VersionChanges<T>>, StoreError> {
+    ) -> Result<Option<VersionChanges<T, D>>, StoreError> {
         // In wallet order: the snapshot orders what it takes in.
         self.read_changes(since, meta, max_wallets, |address, held, out| {
             held::for_each_text(address, held, |t| {
@@ -324,13 +326,13 @@ impl Store {
     /// The changes from `from` to `meta`'s version (see
     /// [`Store::load_changes`]), each changed wallet's positions read by
     /// `read` from its address and `positions` column.
-    fn read_changes<T>(
+    fn read_changes<T, D: StoredDay>(
         &self,
         since: Since<'_>,
         meta: &SnapshotMeta,
         max_wallets: usize,
         mut read: impl FnMut(&str, &str, &mut Vec<T>) -> Result<(), StoreError>,
-    ) -> Result<Option<VersionChanges<T>>, StoreError> {
+    ) -> Result<Option<VersionChanges<T, D>>, StoreError> {
         let v = meta.version;
         let from = since.version();
         let mut pooled = self.conn()?;

@@ -886,7 +886,7 @@ fn incremental_publishes_read_back_as_whole_versions() {
         let served: Vec<&str> = wallets.iter().map(|w| w.address.as_str()).collect();
         let since_served = |served: &[&str]| {
             store
-                .load_changes_since_served(v1, served, &v3_meta, 10, |t| {
+                .load_changes_since_served::<_, LiquidityDay>(v1, served, &v3_meta, 10, |t| {
                     (t.symbol.to_owned(), t.address.to_owned())
                 })
                 .unwrap()
@@ -905,7 +905,7 @@ fn incremental_publishes_read_back_as_whole_versions() {
         assert!(since_served(&["0xbb", "0xcc"]).is_none());
         // More changed wallets than asked for: load it whole.
         assert!(store
-            .load_changes_since_served(v1, &served, &v3_meta, 1, |_| ())
+            .load_changes_since_served::<_, LiquidityDay>(v1, &served, &v3_meta, 1, |_| ())
             .unwrap()
             .is_none());
         assert!(
@@ -1455,4 +1455,36 @@ fn a_committed_version_is_notified_to_listeners_and_a_rolled_back_one_is_not() {
         assert!(rolled_back.is_err());
         assert_eq!(listener.wait(Duration::from_millis(300)).unwrap(), None);
     }
+}
+
+#[test]
+fn current_levels_read_as_text_render_as_the_parsed_day() {
+    let stored = day(date!(2026 - 11 - 22), "xyz:TSLA", Coverage::Current);
+    let head = || LiquidityDay {
+        levels: Vec::new(),
+        totals: LiquidityTotals::of(&[]),
+        ..stored.clone()
+    };
+    let rendered = |t: &LiquidityDayText| {
+        let head = serde_json::to_string(t.head()).unwrap();
+        format!("{}{}}}", head.strip_suffix("[]}").unwrap(), t.levels_json())
+    };
+    let want = serde_json::to_string(&stored).unwrap();
+    let text = serde_json::to_string(&stored.levels).unwrap();
+    // As written, then as another writer (or a hand) might have: out of
+    // order, spaced, in exponent notation. Each reads back as the same day.
+    let reversed: Vec<&Level> = stored.levels.iter().rev().collect();
+    let others = [
+        text.clone(),
+        serde_json::to_string(&reversed).unwrap(),
+        text.replace(",\"", ", \""),
+        text.replace("\"6.84\"", "\"684e-2\""),
+    ];
+    for levels in others {
+        let parsed = <LiquidityDay as StoredDay>::read(head(), levels.clone()).unwrap();
+        assert_eq!(serde_json::to_string(&parsed).unwrap(), want, "{levels}");
+        let text = <LiquidityDayText as StoredDay>::read(head(), levels.clone()).unwrap();
+        assert_eq!(rendered(&text), want, "{levels}");
+    }
+    assert!(<LiquidityDayText as StoredDay>::read(head(), "[{}]".into()).is_err());
 }

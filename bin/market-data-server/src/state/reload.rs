@@ -9,6 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use market_engine::VersionChanges;
+use market_model::LiquidityDayText;
 use market_snapshot::{RenderedPosition, Snapshot};
 use market_store::{SnapshotMeta, Store, StoreError};
 
@@ -178,7 +179,7 @@ pub fn caught_up_snapshot(
 fn applied(
     current: &Snapshot,
     meta: &SnapshotMeta,
-    c: VersionChanges<RenderedPosition>,
+    c: VersionChanges<RenderedPosition, LiquidityDayText>,
 ) -> (Snapshot, AppliedCounts) {
     let counts = AppliedCounts {
         changed: c.wallets.len(),

@@ -8,13 +8,13 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use market_model::Wallet;
+use market_model::{LiquidityDayText, Wallet};
 
 use market_engine::VersionChanges;
 
 use super::build::{empty, position_items, IntoItem};
 use super::codes::exact;
-use super::markets::{assemble, Assembled, MarketPositions, MarketsPart, PositionRef};
+use super::markets::{assemble, Assembled, CurrentDay, MarketPositions, MarketsPart, PositionRef};
 use super::wallets::{filter_flags, sort_orders, Filters, Order, WalletItem, Wallets};
 use super::Snapshot;
 use crate::rendered::RenderedPosition;
@@ -74,21 +74,22 @@ impl Snapshot {
         self.apply_items(version, changes)
     }
 
-    /// [`Snapshot::apply`] with positions read back as text
-    /// (`Store::load_changes_for_serving`): each is moved in as rendered,
-    /// labelled with its wallet's label and tags.
+    /// [`Snapshot::apply`] with positions and current days read back as
+    /// text (`Store::load_changes_for_serving`): each position is moved in
+    /// as rendered, labelled with its wallet's label and tags, and each
+    /// day's levels are copied as they were stored.
     pub fn apply_rendered(
         &self,
         version: i64,
-        changes: VersionChanges<RenderedPosition>,
+        changes: VersionChanges<RenderedPosition, LiquidityDayText>,
     ) -> Snapshot {
         self.apply_items(version, changes)
     }
 
-    fn apply_items<P: IntoItem + Send>(
+    fn apply_items<P: IntoItem + Send, D: CurrentDay>(
         &self,
         version: i64,
-        changes: VersionChanges<P>,
+        changes: VersionChanges<P, D>,
     ) -> Snapshot {
         let VersionChanges {
             observed_at,
@@ -578,7 +579,15 @@ mod tests {
                 positions: changed.positions.iter().map(read_back).collect(),
                 observed_at: changed.observed_at,
                 markets: changed.markets.clone(),
-                current_days: changed.current_days.clone(),
+                // As stored: the levels' JSON.
+                current_days: changed
+                    .current_days
+                    .iter()
+                    .map(|d| {
+                        let levels = serde_json::to_string(&d.levels).unwrap();
+                        LiquidityDayText::checked(d.clone(), levels).expect("in order")
+                    })
+                    .collect(),
                 cohorts: changed.cohorts.clone(),
                 coverage: changed.coverage.clone(),
                 wallets: changed.wallets.clone(),

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use bigdecimal::BigDecimal;
 use market_model::{
-    Coverage, Direction, LiquidityDay, Market, MarketCohorts, MarketList, MarketSort,
-    NetworkCoverage, SortOrder,
+    Coverage, Direction, LiquidityDay, LiquidityDayText, Market, MarketCohorts, MarketList,
+    MarketSort, NetworkCoverage, SortOrder,
 };
 use time::OffsetDateTime;
 
@@ -230,16 +230,51 @@ pub(super) struct Rendered {
     pub(super) cohorts_json: JsonItems,
 }
 
+/// A market's `current` liquidity day in a form a version renders: the
+/// model's, or its stored text (levels not parsed).
+pub(crate) trait CurrentDay {
+    /// Its market's symbol.
+    fn symbol(&self) -> &str;
+    /// Renders it after the last of `items`.
+    fn render(&self, items: &mut JsonItems);
+    /// Its symbol, taken.
+    fn into_symbol(self) -> String;
+}
+
+impl CurrentDay for LiquidityDay {
+    fn symbol(&self) -> &str {
+        &self.network_asset_symbol
+    }
+    fn render(&self, items: &mut JsonItems) {
+        items.push(self);
+    }
+    fn into_symbol(self) -> String {
+        self.network_asset_symbol
+    }
+}
+
+impl CurrentDay for LiquidityDayText {
+    fn symbol(&self) -> &str {
+        &self.head().network_asset_symbol
+    }
+    fn render(&self, items: &mut JsonItems) {
+        items.push_day_text(self);
+    }
+    fn into_symbol(self) -> String {
+        self.head().network_asset_symbol.clone()
+    }
+}
+
 impl MarketsPart {
-    pub(super) fn new(
+    pub(super) fn new<D: CurrentDay>(
         mut markets: Vec<Market>,
-        mut current_days: Vec<LiquidityDay>,
+        mut current_days: Vec<D>,
         cohorts: Vec<MarketCohorts>,
         coverage: &NetworkCoverage,
         observed_at: OffsetDateTime,
     ) -> MarketsPart {
         markets.sort_by(|a, b| a.symbol.cmp(&b.symbol));
-        current_days.sort_by(|a, b| a.network_asset_symbol.cmp(&b.network_asset_symbol));
+        current_days.sort_by(|a, b| a.symbol().cmp(b.symbol()));
         let mut market_json = JsonItems::default();
         for m in &markets {
             market_json.push(m);
@@ -270,7 +305,7 @@ impl MarketsPart {
         }
         let mut current_json = JsonItems::default();
         for d in &current_days {
-            current_json.push(d);
+            d.render(&mut current_json);
         }
         // A version written before cohorts were stored has none: its
         // markets answer with no cohort rather than with made-up zeros.
@@ -295,7 +330,7 @@ impl MarketsPart {
             current_days: current_json,
             current_day_symbols: current_days
                 .into_iter()
-                .map(|d| d.network_asset_symbol)
+                .map(CurrentDay::into_symbol)
                 .collect(),
             coverage_json: serde_json::to_vec(coverage).expect("model types serialize"),
             cohorts_json,

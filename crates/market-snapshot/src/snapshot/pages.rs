@@ -7,7 +7,7 @@
 use std::cmp::Ordering;
 
 use bigdecimal::BigDecimal;
-use market_model::{Direction, SizeClass, SortOrder, WalletSort};
+use market_model::{Direction, LiquidityDayText, SizeClass, SortOrder, WalletSort};
 use serde::Serialize;
 
 /// The keyset position of a whale-positions page: the last item's
@@ -61,6 +61,24 @@ impl JsonItems {
         self.bytes.push(b',');
         self.starts.push(self.bytes.len());
         self.starts.len() - 2
+    }
+
+    /// Renders the day `t` after the last item, its levels copied as they
+    /// are (see [`LiquidityDayText`]), and returns its index: the same
+    /// bytes as [`JsonItems::push`] of the day it denotes.
+    pub(super) fn push_day_text(&mut self, t: &LiquidityDayText) -> usize {
+        let at = self.push(t.head());
+        // The head ends in its empty `levels` (the last field) and the comma.
+        let end = self.bytes.len();
+        assert!(
+            self.bytes.ends_with(b"\"levels\":[]},"),
+            "a day's levels are its last field"
+        );
+        self.bytes.truncate(end - b"[]},".len());
+        self.bytes.extend_from_slice(t.levels_json().as_bytes());
+        self.bytes.extend_from_slice(b"},");
+        *self.starts.last_mut().expect("just pushed") = self.bytes.len();
+        at
     }
 
     /// Number of items.
