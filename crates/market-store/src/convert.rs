@@ -264,8 +264,6 @@ pub(crate) fn label_positions(positions: &mut [MarketPosition], wallets: &[Walle
     }
 }
 
-/// The served snapshot from its converted wallets and positions and the
-/// market and current-level rows.
 /// A form of a market's `current` liquidity day that a store reads back:
 /// the model's (its levels parsed), or [`LiquidityDayText`] (its levels
 /// kept as the stored JSON, which a server serves as it is).
@@ -309,6 +307,8 @@ impl StoredDay for LiquidityDayText {
     }
 }
 
+/// The served snapshot from its converted wallets and positions and the
+/// market rows (each with its current levels).
 pub(crate) fn assemble_snapshot<P, D: StoredDay>(
     meta: SnapshotMeta,
     markets: Vec<MarketRow>,

@@ -178,7 +178,7 @@ pub(crate) struct Pending {
     pub(crate) read: u64,
     /// What the last published version knows of it (`None`: nothing), served
     /// while its new read is held back.
-    pub(crate) published: Option<LiveWallet>,
+    pub(crate) published: Option<Box<LiveWallet>>,
     /// The dexes the published observation covers.
     pub(crate) published_covered: BTreeSet<String>,
 }
@@ -197,10 +197,14 @@ pub(crate) struct Written {
 #[derive(Debug, Default)]
 pub struct Book {
     /// The latest observation of every wallet read, but the ones that held
-    /// nothing when published (see [`LiveWallet::holds_nothing`]).
-    pub(crate) wallets: HashMap<String, LiveWallet>,
+    /// nothing when published (see [`LiveWallet::holds_nothing`]). Boxed,
+    /// as are the states: a map's empty buckets then cost a pointer, not a
+    /// wallet (its buckets stay as many as its largest size, a million
+    /// wallets read while `track` discovers an exchange; see
+    /// [`Book::published`]).
+    pub(crate) wallets: HashMap<String, Box<LiveWallet>>,
     /// The analytics history of every wallet read.
-    pub(crate) states: HashMap<String, WalletScanState>,
+    pub(crate) states: HashMap<String, Box<WalletScanState>>,
     /// The positions followed for the analytics, by wallet.
     pub(crate) tracked: HashMap<String, Vec<TrackedPosition>>,
     /// Wallets read since the last publish.
@@ -279,13 +283,13 @@ impl Book {
                         tally = None;
                     }
                 }
-                book.wallets.insert(w.address.clone(), live);
+                book.wallets.insert(w.address.clone(), Box::new(live));
             }
             base.tally = tally;
             store.each_wallet_scan_state(STATES_PER_PAGE, |state| {
                 each_state(&state);
                 if book.wallets.contains_key(&state.address) {
-                    book.states.insert(state.address.clone(), state);
+                    book.states.insert(state.address.clone(), Box::new(state));
                 }
             })?;
             book.tracked = store.tracked_positions()?;
@@ -370,14 +374,17 @@ impl Book {
             self.tracked.remove(address);
             stored(address)?
         };
-        let state_before = loaded.as_ref().map(|h| &h.0).or(self.states.get(address));
+        let state_before = loaded
+            .as_ref()
+            .map(|h| &h.0)
+            .or(self.states.get(address).map(|s| &**s));
         let tracked_before = loaded.as_ref().map(|h| &h.1).or(self.tracked.get(address));
-        let previous = self.wallets.get(address);
+        let previous = self.wallets.get(address).map(|w| &**w);
         if is_quiet(&obs, previous, state_before, tracked_before) {
             return Ok(Applied::Unchanged);
         }
         if let Some((state, tracked)) = loaded {
-            self.states.insert(address.to_owned(), state);
+            self.states.insert(address.to_owned(), Box::new(state));
             if !tracked.is_empty() {
                 self.tracked.insert(address.to_owned(), tracked);
             }
@@ -395,7 +402,7 @@ impl Book {
         }
         let (mut state, follow, analytics) = follow_positions(
             address,
-            self.states.get(address),
+            self.states.get(address).map(|s| &**s),
             self.tracked.get(address),
             &obs,
         );
@@ -405,7 +412,7 @@ impl Book {
             .chain(obs.dexes.iter().cloned())
             .collect();
         state.read_dexes = Some(covered.into_iter().collect());
-        self.states.insert(address.to_owned(), state);
+        self.states.insert(address.to_owned(), Box::new(state));
         // A wallet that holds nothing follows nothing: no entry (most
         // wallets of a whole exchange are empty).
         if follow.is_empty() {
@@ -441,14 +448,19 @@ impl Book {
             .iter()
             .map(|p| Held::of(p, &mut self.symbols))
             .collect();
-        self.wallets
-            .insert(address.to_owned(), LiveWallet { input, positions });
+        self.wallets.insert(
+            address.to_owned(),
+            Box::new(LiveWallet { input, positions }),
+        );
         Ok(Applied::Pending)
     }
 
     /// The dexes a wallet's observation covers: see [`covered_by`].
     pub(crate) fn covered(&self, address: &str) -> BTreeSet<String> {
-        covered_by(self.states.get(address), self.wallets.get(address))
+        covered_by(
+            self.states.get(address).map(|s| &**s),
+            self.wallets.get(address).map(|w| &**w),
+        )
     }
 
     /// Whether the book holds `address`'s observation (it was served by the
@@ -477,8 +489,8 @@ impl Book {
         self.wallets
             .iter()
             .filter_map(move |(address, latest)| match self.pending.get(address) {
-                Some(p) if !include.contains(address) => p.published.as_ref(),
-                _ => Some(latest),
+                Some(p) if !include.contains(address) => p.published.as_deref(),
+                _ => Some(&**latest),
             })
     }
 
@@ -501,7 +513,7 @@ impl Book {
                     }
                 }
                 Some(p) => {
-                    p.published = Some(w.wallet);
+                    p.published = Some(Box::new(w.wallet));
                     p.published_covered = w.covered;
                 }
                 None => {}
@@ -588,7 +600,7 @@ mod tests {
                 .map(|(a, p)| Written {
                     address: a.clone(),
                     read: p.read,
-                    wallet: book.wallets[a].clone(),
+                    wallet: (*book.wallets[a]).clone(),
                     covered: book.covered(a),
                 })
                 .collect();
@@ -651,7 +663,7 @@ mod tests {
         let written = Written {
             address: "0xa".into(),
             read: first,
-            wallet: book.wallets["0xa"].clone(),
+            wallet: (*book.wallets["0xa"]).clone(),
             covered: book.covered("0xa"),
         };
         // Read again while the publish of the first read was being written.

@@ -439,13 +439,13 @@ impl Changes {
             written.push(Written {
                 address: a.clone(),
                 read: pending.read,
-                wallet: wallet.clone(),
+                wallet: (**wallet).clone(),
                 covered,
             });
         }
         let states: Vec<WalletScanState> = include
             .iter()
-            .filter_map(|a| book.states.get(a).cloned())
+            .filter_map(|a| book.states.get(a).map(|s| (**s).clone()))
             .collect();
         let tracked: Vec<TrackedPosition> = include
             .iter()
