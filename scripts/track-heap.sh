@@ -62,10 +62,17 @@ cp "$WORK"/heap.* "$KEEP/"
 cost=$([ "$AT" = end ] && echo leaked || echo peak)
 heaptrack_print -f "$WORK"/heap.*zst --flamegraph-cost-type "$cost" -F "$KEEP/$AT.txt" > /dev/null
 echo "heaptrack data and the stacks ($AT) kept in $KEEP" >&2
-python3 - "$KEEP/$AT.txt" "$AT" <<'PY'
+# heaptrack names frames "function (file.rs)" (or with their module path):
+# a frame is ours when its file is one of the project's sources.
+OURS=$(git ls-files '*.rs' | xargs -n 1 basename | sort -u | grep -vxE 'mod.rs|lib.rs|main.rs' | tr '\n' ' ')
+python3 - "$KEEP/$AT.txt" "$AT" "$OURS" <<'PY'
 import re, sys
 from collections import Counter
-ours = re.compile(r"^(market_\w+|fake_exchange)::")
+files = set(sys.argv[3].split())
+path = re.compile(r"^(market_\w+|fake_exchange)::")
+def ours(frame):
+    m = re.search(r" \(([^()]+\.rs)\)$", frame)
+    return bool(path.search(frame)) or (m is not None and m.group(1) in files)
 by = Counter()
 total = 0
 for line in open(sys.argv[1]):
@@ -74,7 +81,7 @@ for line in open(sys.argv[1]):
     total += n
     frames = [re.sub(r"::h[0-9a-f]{16}$", "", f.strip()) for f in stack.split(";")]
     # The innermost frame of ours (the stack is outermost first).
-    owner = next((f for f in reversed(frames) if ours.search(f)), "(no frame of ours)")
+    owner = next((f for f in reversed(frames) if ours(f)), "(no frame of ours)")
     by[owner[:110]] += n
 at = "at the peak" if sys.argv[2] == "peak" else "held at the end"
 print(f"heap {at}: {total / 2**20:.0f} MiB")
