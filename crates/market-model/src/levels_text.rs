@@ -48,6 +48,11 @@ impl LiquidityDayText {
         &self.head
     }
 
+    /// The day without its levels, taken (see [`LiquidityDayText::head`]).
+    pub fn into_head(self) -> LiquidityDay {
+        self.head
+    }
+
     /// The JSON array of its levels.
     pub fn levels_json(&self) -> &str {
         &self.levels

@@ -273,17 +273,17 @@ pub trait StoredDay: Sized {
     fn read(head: LiquidityDay, levels: String) -> Result<Self, StoreError>;
 }
 
-/// The levels stored as `text`, in their documented order, and their totals.
-fn parsed_levels(text: &str) -> Result<(Vec<Level>, LiquidityTotals), StoreError> {
+/// The levels stored as `text`, in their documented order.
+fn parsed_levels(text: &str) -> Result<Vec<Level>, StoreError> {
     let mut levels = json::<Vec<Level>>("current levels", text)?;
     sort_levels(&mut levels);
-    let totals = LiquidityTotals::of(&levels);
-    Ok((levels, totals))
+    Ok(levels)
 }
 
 impl StoredDay for LiquidityDay {
     fn read(mut head: LiquidityDay, levels: String) -> Result<Self, StoreError> {
-        (head.levels, head.totals) = parsed_levels(&levels)?;
+        head.levels = parsed_levels(&levels)?;
+        head.totals = LiquidityTotals::of(&head.levels);
         Ok(head)
     }
 }
@@ -296,8 +296,8 @@ impl StoredDay for LiquidityDayText {
             Ok(day) => return Ok(day),
             Err(refused) => *refused,
         };
-        let (parsed, _) = parsed_levels(&levels)?;
-        let printed = serde_json::to_string(&parsed).expect("model types serialize");
+        let printed =
+            serde_json::to_string(&parsed_levels(&levels)?).expect("model types serialize");
         LiquidityDayText::checked(head, printed).map_err(|refused| {
             let text = &refused.1;
             StoreError::Corrupt(format!(

@@ -261,7 +261,7 @@ impl CurrentDay for LiquidityDayText {
         items.push_day_text(self);
     }
     fn into_symbol(self) -> String {
-        self.head().network_asset_symbol.clone()
+        self.into_head().network_asset_symbol
     }
 }
 
