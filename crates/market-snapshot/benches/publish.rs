@@ -12,16 +12,23 @@
 //!   and both;
 //! - the store's part of writing it (`Store::publish`: the version's rows,
 //!   closing the changed wallets' rows, history and events, pruning the
-//!   version before the previous one), the same changes published again and
-//!   again on the latest version.
+//!   version before the previous one, and what `track` writes beside them
+//!   for each wallet it read: its scan state, its followed positions and
+//!   its registry entry), the same changes published again and again on the
+//!   latest version.
 
 mod common;
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use market_engine::VersionChanges;
+use market_model::Decimal;
 use market_snapshot::{RenderedPosition, Snapshot};
-use market_store::{PoolOptions, PublishWrite, SnapshotWrite, Store};
+use market_store::{
+    DiscoverySource, PoolOptions, PublishWrite, RegistryEntry, SnapshotWrite, Store,
+    TrackedPosition, WalletScanState,
+};
 
 /// Changed wallets per publish: the own-node figure of the issue, or
 /// `BENCH_CHANGED` (a small figure shows the part that does not follow the
@@ -32,6 +39,52 @@ fn changed() -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|&n| n > 0)
         .unwrap_or(7_000)
+}
+
+/// What `track` writes beside the changed wallets' rows, one of each per
+/// wallet read: its scan state, its followed positions (one per position)
+/// and its registry entry.
+fn beside(
+    changes: &VersionChanges,
+) -> (Vec<WalletScanState>, Vec<TrackedPosition>, Vec<RegistryEntry>) {
+    let at = changes.observed_at;
+    let states = changes
+        .wallets
+        .iter()
+        .map(|w| WalletScanState {
+            address: w.address.clone(),
+            last_seen_at: Some(at),
+            first_seen_at: Some(at - time::Duration::days(3)),
+            first_account_value: Some(w.account_total_value.clone()),
+            realized_pnl: Decimal::zero(),
+            read_dexes: Some(vec![String::new()]),
+            ..WalletScanState::default()
+        })
+        .collect();
+    let tracked = changes
+        .positions
+        .iter()
+        .map(|p| TrackedPosition {
+            address: p.address.clone(),
+            symbol: p.symbol.clone(),
+            direction: p.direction,
+            opened_at: at - time::Duration::hours(5),
+            open_time_known: true,
+            last_upnl: p.u_pnl.clone(),
+        })
+        .collect();
+    let registry = changes
+        .wallets
+        .iter()
+        .map(|w| RegistryEntry {
+            account_value: Some(w.account_total_value.clone()),
+            position_value: Some(w.total_position_value.clone()),
+            last_read_at: Some(at),
+            last_sweep_at: Some(at),
+            ..RegistryEntry::new(w.address.clone(), DiscoverySource::List, at)
+        })
+        .collect();
+    (states, tracked, registry)
 }
 
 fn publish(c: &mut Criterion) {
@@ -56,6 +109,7 @@ fn publish(c: &mut Criterion) {
 
     let step = m.wallets.len() / changed;
     let changes = common::one_usd_more(&m, step, changed);
+    let (states, tracked, registry) = beside(&changes);
     let (wallet_count, position_count) = (m.wallets.len(), m.positions.len());
     let publish = |base_version: i64| {
         store
@@ -68,10 +122,10 @@ fn publish(c: &mut Criterion) {
                     position_count,
                     frozen_days: &[],
                     candles: &[],
-                    wallet_states: &[],
-                    tracked: &[],
+                    wallet_states: &states,
+                    tracked: &tracked,
                     newly_read: &[],
-                    registry: &[],
+                    registry: &registry,
                     freshness: &changes.coverage.wallets,
                 },
                 &mut |_, _, _| {},
