@@ -46,7 +46,11 @@ fn changed() -> usize {
 /// and its registry entry.
 fn beside(
     changes: &VersionChanges,
-) -> (Vec<WalletScanState>, Vec<TrackedPosition>, Vec<RegistryEntry>) {
+) -> (
+    Vec<WalletScanState>,
+    Vec<TrackedPosition>,
+    Vec<RegistryEntry>,
+) {
     let at = changes.observed_at;
     let states = changes
         .wallets

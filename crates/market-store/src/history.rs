@@ -21,6 +21,7 @@ use market_model::{
 };
 use time::OffsetDateTime;
 
+use crate::cached::{UpsertHourly, UpsertPoint};
 use crate::connection::MultiBackend;
 use crate::convert::epoch_ms;
 use crate::event_stream::{self, SequencedEvent};
@@ -304,6 +305,31 @@ fn write_points(conn: &mut DbConnection, at: i64, points: &[PointRow]) -> Result
     use diesel::query_dsl::methods::FilterDsl;
     use diesel::upsert::excluded;
     let hour = at - at.rem_euclid(HOUR_MS);
+    let c = match conn {
+        // A row at a time on statements prepared once (see `cached`).
+        DbConnection::Sqlite(c) => {
+            for p in points {
+                let (series, key, body) = (p.series, p.key.as_str(), p.body.as_str());
+                UpsertPoint {
+                    series,
+                    key,
+                    at,
+                    body,
+                }
+                .execute(c)?;
+                UpsertHourly {
+                    series,
+                    key,
+                    hour,
+                    at,
+                    body,
+                }
+                .execute(c)?;
+            }
+            return Ok(());
+        }
+        DbConnection::Postgresql(c) => c,
+    };
     let hourly: Vec<HourlyRow> = points
         .iter()
         .map(|p| HourlyRow {
@@ -314,49 +340,36 @@ fn write_points(conn: &mut DbConnection, at: i64, points: &[PointRow]) -> Result
             body: p.body.clone(),
         })
         .collect();
-    // `$values` is one row on SQLite (Diesel has no multi-row upsert there;
-    // its batch inserts run a row at a time anyway, on one cached
-    // statement) and a chunk of rows on PostgreSQL.
-    macro_rules! upsert_all {
-        ($rows:expr, |$values:ident| $statement:expr) => {
-            match &mut *conn {
-                DbConnection::Sqlite(c) => {
-                    for $values in $rows.iter() {
-                        $statement.execute(c)?;
-                    }
-                }
-                DbConnection::Postgresql(c) => {
-                    // Sized for the wider of the two tables.
-                    let per_chunk = MAX_BINDS / crate::columns_of::<history_hourly::table>();
-                    for $values in $rows.chunks(per_chunk) {
-                        $statement.execute(c)?;
-                    }
-                }
-            }
-        };
+    // Sized for the wider of the two tables.
+    let per_chunk = MAX_BINDS / crate::columns_of::<history_hourly::table>();
+    for values in points.chunks(per_chunk) {
+        diesel::insert_into(history_points::table)
+            .values(values)
+            .on_conflict((
+                history_points::series,
+                history_points::key,
+                history_points::at,
+            ))
+            .do_update()
+            .set(history_points::body.eq(excluded(history_points::body)))
+            .execute(c)?;
     }
-    upsert_all!(points, |values| diesel::insert_into(history_points::table)
-        .values(values)
-        .on_conflict((
-            history_points::series,
-            history_points::key,
-            history_points::at
-        ))
-        .do_update()
-        .set(history_points::body.eq(excluded(history_points::body))));
-    upsert_all!(hourly, |values| diesel::insert_into(history_hourly::table)
-        .values(values)
-        .on_conflict((
-            history_hourly::series,
-            history_hourly::key,
-            history_hourly::hour
-        ))
-        .do_update()
-        .set((
-            history_hourly::at.eq(excluded(history_hourly::at)),
-            history_hourly::body.eq(excluded(history_hourly::body)),
-        ))
-        .filter(history_hourly::at.le(excluded(history_hourly::at))));
+    for values in hourly.chunks(per_chunk) {
+        diesel::insert_into(history_hourly::table)
+            .values(values)
+            .on_conflict((
+                history_hourly::series,
+                history_hourly::key,
+                history_hourly::hour,
+            ))
+            .do_update()
+            .set((
+                history_hourly::at.eq(excluded(history_hourly::at)),
+                history_hourly::body.eq(excluded(history_hourly::body)),
+            ))
+            .filter(history_hourly::at.le(excluded(history_hourly::at)))
+            .execute(c)?;
+    }
     Ok(())
 }
 

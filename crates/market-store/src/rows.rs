@@ -54,7 +54,7 @@ pub struct MarketRow {
 
 /// Inserted rows are open (`valid_to` NULL); loads select these columns only.
 #[derive(Insertable, Queryable, Selectable)]
-#[diesel(table_name = wallets)]
+#[diesel(table_name = wallets, treat_none_as_default_value = false)]
 pub struct WalletRow {
     pub version: i64,
     pub address: String,
@@ -122,7 +122,7 @@ pub struct CandleRow {
 }
 
 #[derive(Insertable)]
-#[diesel(table_name = api_tokens)]
+#[diesel(table_name = api_tokens, treat_none_as_default_value = false)]
 pub struct NewToken<'a> {
     pub name: &'a str,
     pub token_hash: &'a str,
@@ -133,7 +133,7 @@ pub struct NewToken<'a> {
 }
 
 #[derive(Insertable, Queryable)]
-#[diesel(table_name = wallet_registry)]
+#[diesel(table_name = wallet_registry, treat_none_as_default_value = false)]
 pub struct RegistryRow {
     pub address: String,
     pub sources: i32,

@@ -243,7 +243,7 @@ fn endpoint(r: EndpointRow) -> Result<WebhookEndpoint, StoreError> {
 }
 
 #[derive(Insertable)]
-#[diesel(table_name = webhook_deliveries)]
+#[diesel(table_name = webhook_deliveries, treat_none_as_default_value = false)]
 struct NewDelivery {
     endpoint_id: i64,
     message_id: String,
