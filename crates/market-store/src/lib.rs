@@ -251,7 +251,7 @@ macro_rules! insert_chunked {
         let per_chunk = (MAX_BINDS / $crate::columns_of::<$table>()).max(1);
         for chunk in rows.chunks(per_chunk) {
             // Multi-row INSERTs are not available through MultiConnection's
-            // backend, so this is the one place that branches per backend.
+            // backend, so the branch is per backend.
             match &mut *$conn {
                 // A row at a time on SQLite: one statement, prepared once
                 // per connection and cached by its type. A multi-row
