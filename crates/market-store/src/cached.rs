@@ -13,6 +13,18 @@ use diesel::sql_types::{BigInt, Text};
 use diesel::sqlite::Sqlite;
 use diesel::{QueryResult, RunQueryDsl, SqliteConnection};
 
+/// Makes a statement's type its cache key, and lets it run on SQLite.
+macro_rules! cached_by_type {
+    ($name:ident) => {
+        impl QueryId for $name<'_> {
+            type QueryId = $name<'static>;
+            const HAS_STATIC_QUERY_ID: bool = true;
+        }
+
+        impl RunQueryDsl<SqliteConnection> for $name<'_> {}
+    };
+}
+
 /// A point of `history_points`, replacing the point of its key at its
 /// instant.
 pub(crate) struct UpsertPoint<'a> {
@@ -20,11 +32,6 @@ pub(crate) struct UpsertPoint<'a> {
     pub key: &'a str,
     pub at: i64,
     pub body: &'a str,
-}
-
-impl QueryId for UpsertPoint<'_> {
-    type QueryId = UpsertPoint<'static>;
-    const HAS_STATIC_QUERY_ID: bool = true;
 }
 
 impl QueryFragment<Sqlite> for UpsertPoint<'_> {
@@ -42,7 +49,7 @@ impl QueryFragment<Sqlite> for UpsertPoint<'_> {
     }
 }
 
-impl RunQueryDsl<SqliteConnection> for UpsertPoint<'_> {}
+cached_by_type!(UpsertPoint);
 
 /// A point as its hour's row of `history_hourly`: it replaces the row of
 /// an earlier or equal observation, never a later one.
@@ -52,11 +59,6 @@ pub(crate) struct UpsertHourly<'a> {
     pub hour: i64,
     pub at: i64,
     pub body: &'a str,
-}
-
-impl QueryId for UpsertHourly<'_> {
-    type QueryId = UpsertHourly<'static>;
-    const HAS_STATIC_QUERY_ID: bool = true;
 }
 
 impl QueryFragment<Sqlite> for UpsertHourly<'_> {
@@ -79,4 +81,4 @@ impl QueryFragment<Sqlite> for UpsertHourly<'_> {
     }
 }
 
-impl RunQueryDsl<SqliteConnection> for UpsertHourly<'_> {}
+cached_by_type!(UpsertHourly);
