@@ -61,8 +61,8 @@ struct Read<'a>(
     #[serde(borrow)] Cow<'a, str>,
 );
 
-/// A UTC instant in the column's text form.
-struct Instant(PrimitiveDateTime);
+/// A UTC instant in the column's text form (SQLite's `TIMESTAMP` text).
+pub(crate) struct Instant(pub(crate) PrimitiveDateTime);
 
 impl fmt::Display for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -6,6 +6,7 @@ mod cached;
 pub mod connection;
 mod convert;
 pub mod event_stream;
+mod followed;
 mod held;
 pub mod history;
 pub mod notify;
@@ -274,6 +275,62 @@ macro_rules! insert_chunked {
     }};
 }
 pub(crate) use insert_chunked;
+
+/// Inserts `rows` into `$table` (a `table!` module), each replacing the
+/// stored row of its `$key` in place with its values of the listed
+/// columns, which must be every other column of the table (checked when it
+/// compiles): batched as [`insert_chunked`] batches (a chunk must not hold
+/// one key twice), and on SQLite on one statement cached by a type of this
+/// place's own (see [`cached::Upsert`]). An update in place leaves the
+/// key's index entry alone, where deleting the row and inserting it again
+/// rewrote both.
+macro_rules! upsert_chunked {
+    ($conn:expr, $table:ident, $key:ident, [$first:ident $(, $col:ident)* $(,)?], $rows:expr, $stage:expr, $progress:expr) => {{
+        // This place's statement: its text depends on its types only.
+        struct ThisUpsert;
+        const ON_CONFLICT: &str = concat!(
+            " ON CONFLICT (", stringify!($key), ") DO UPDATE SET ",
+            stringify!($first), " = excluded.", stringify!($first),
+            $(", ", stringify!($col), " = excluded.", stringify!($col),)*
+        );
+        const _: () = assert!(
+            2 + [$(stringify!($col)),*].len() == $crate::columns_of::<$table::table>(),
+            "an upsert sets every column but its key"
+        );
+        let rows = $rows;
+        let total = rows.len();
+        let mut done = 0usize;
+        let per_chunk = (MAX_BINDS / $crate::columns_of::<$table::table>()).max(1);
+        for chunk in rows.chunks(per_chunk) {
+            match &mut *$conn {
+                DbConnection::Sqlite(c) => {
+                    for row in chunk {
+                        $crate::cached::Upsert::<ThisUpsert, _>::new(
+                            diesel::insert_into($table::table).values(row),
+                            ON_CONFLICT,
+                        )
+                        .execute(c)?;
+                    }
+                }
+                DbConnection::Postgresql(c) => {
+                    use diesel::upsert::excluded;
+                    diesel::insert_into($table::table)
+                        .values(chunk)
+                        .on_conflict($table::$key)
+                        .do_update()
+                        .set((
+                            $table::$first.eq(excluded($table::$first)),
+                            $($table::$col.eq(excluded($table::$col)),)*
+                        ))
+                        .execute(c)?;
+                }
+            };
+            done += chunk.len();
+            $progress($stage, done, total);
+        }
+    }};
+}
+pub(crate) use upsert_chunked;
 
 /// The repository: a pool over SQLite or PostgreSQL and every query the service runs.
 #[derive(Clone)]

@@ -9,8 +9,7 @@ use time::OffsetDateTime;
 use crate::rows::{from_db_time, to_db_time, RegistryRow};
 use crate::schema::wallet_registry;
 use crate::types::DbDecimal;
-use crate::ADDRESS_CHUNK;
-use crate::{each_by_key, insert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
+use crate::{each_by_key, upsert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
 
 /// Where a registry entry was found (bits of [`RegistryEntry::sources`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,19 +193,28 @@ pub(crate) fn upsert_registry(
     conn: &mut DbConnection,
     entries: &[RegistryEntry],
 ) -> Result<(), StoreError> {
-    // Delete-then-insert keeps one statement shape for both backends.
-    for chunk in entries.chunks(ADDRESS_CHUNK) {
-        let addresses: Vec<&str> = chunk.iter().map(|e| e.address.as_str()).collect();
-        diesel::delete(wallet_registry::table.filter(wallet_registry::address.eq_any(&addresses)))
-            .execute(conn)?;
-        let rows: Vec<RegistryRow> = chunk.iter().map(RegistryEntry::row).collect();
-        insert_chunked!(
-            conn,
-            wallet_registry::table,
-            &rows,
-            "registry",
-            &mut |_, _, _| {}
-        );
-    }
+    let rows: Vec<RegistryRow> = entries.iter().map(RegistryEntry::row).collect();
+    upsert_chunked!(
+        conn,
+        wallet_registry,
+        address,
+        [
+            sources,
+            first_seen_at,
+            leaderboard_value,
+            account_value,
+            position_value,
+            last_trade_at,
+            traded_notional,
+            dexes,
+            last_read_at,
+            last_sweep_at,
+            empty_reads,
+            failed_reads,
+        ],
+        &rows,
+        "registry",
+        &mut |_, _, _| {}
+    );
     Ok(())
 }

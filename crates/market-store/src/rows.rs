@@ -132,6 +132,26 @@ pub struct NewToken<'a> {
     pub rate_limit_per_minute: Option<i32>,
 }
 
+/// A wallet's scanner state with its followed positions (see `followed.rs`).
+#[derive(Insertable)]
+#[diesel(table_name = scanned_wallets, treat_none_as_default_value = false)]
+pub struct NewState<'a> {
+    pub address: &'a str,
+    pub missed_scans: i32,
+    pub last_seen_at: Option<PrimitiveDateTime>,
+    pub first_seen_at: Option<PrimitiveDateTime>,
+    pub first_account_value: Option<DbDecimal>,
+    pub realized_pnl: DbDecimal,
+    pub closed_count: i32,
+    pub win_count: i32,
+    pub held_scalper: i32,
+    pub held_day: i32,
+    pub held_swing: i32,
+    pub held_position: i32,
+    pub read_dexes: Option<String>,
+    pub followed: String,
+}
+
 #[derive(Insertable, Queryable)]
 #[diesel(table_name = wallet_registry, treat_none_as_default_value = false)]
 pub struct RegistryRow {

@@ -8,10 +8,11 @@ use diesel::prelude::*;
 use market_model::{Decimal, Direction, Interval};
 use time::OffsetDateTime;
 
-use crate::rows::{from_db_time, to_db_time};
-use crate::schema::{candles, scanned_wallets, tracked_positions};
+use crate::rows::{from_db_time, to_db_time, NewState};
+use crate::schema::{candles, scanned_wallets};
 use crate::types::DbDecimal;
-use crate::{each_by_key, insert_chunked, DbConnection, Progress, Store, StoreError, MAX_BINDS};
+use crate::MAX_BINDS;
+use crate::{each_by_key, followed, upsert_chunked, DbConnection, Progress, Store, StoreError};
 
 /// Scanner state of one wallet: staleness and the history behind its analytics.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -75,9 +76,11 @@ impl Store {
     /// The scanner state of every wallet, by address.
     pub fn wallet_scan_states(&self) -> Result<HashMap<String, WalletScanState>, StoreError> {
         let mut conn = self.conn()?;
-        let rows: Vec<StateRow> = scanned_wallets::table.load(&mut *conn)?;
+        let rows: Vec<StateRow> = scanned_wallets::table
+            .select(StateRow::as_select())
+            .load(&mut *conn)?;
         rows.into_iter()
-            .map(|r| Ok((r.0.clone(), state_of_row(r)?)))
+            .map(|r| Ok((r.address.clone(), state_of_row(r)?)))
             .collect()
     }
 
@@ -92,21 +95,15 @@ impl Store {
         // the plan, so each new binding expires the cached statement and
         // every call parsed and planned it again (a sixth of `track`'s CPU
         // at a cold start of a million wallets). The address is unique.
-        let row: Option<StateRow> = scanned_wallets::table
+        let row: Option<(StateRow, String)> = scanned_wallets::table
             .filter(scanned_wallets::address.eq(address))
+            .select((StateRow::as_select(), scanned_wallets::followed))
             .load(&mut *conn)?
             .pop();
-        let Some(row) = row else {
+        let Some((row, column)) = row else {
             return Ok(None);
         };
-        let tracked: Vec<TrackedRow> = tracked_positions::table
-            .filter(tracked_positions::address.eq(address))
-            .order(tracked_positions::symbol)
-            .load(&mut *conn)?;
-        let tracked = tracked
-            .into_iter()
-            .map(tracked_of_row)
-            .collect::<Result<_, _>>()?;
+        let tracked = followed::decode(address, &column)?;
         Ok(Some((state_of_row(row)?, tracked)))
     }
 
@@ -121,6 +118,7 @@ impl Store {
         let mut conn = self.conn()?;
         let load = |after: Option<&str>, limit| {
             let mut query = scanned_wallets::table
+                .select(StateRow::as_select())
                 .order(scanned_wallets::address)
                 .limit(limit)
                 .into_boxed();
@@ -129,150 +127,142 @@ impl Store {
             }
             Ok(query.load::<StateRow>(&mut *conn)?)
         };
-        each_by_key(page, load, |r| &r.0, state_of_row, f)
+        each_by_key(page, load, |r| &r.address, state_of_row, f)
     }
 
-    /// Open positions being followed, by wallet.
+    /// Open positions being followed, by wallet (the wallets that have
+    /// some), each wallet's in symbol order.
     pub fn tracked_positions(&self) -> Result<HashMap<String, Vec<TrackedPosition>>, StoreError> {
         let mut conn = self.conn()?;
-        let rows: Vec<TrackedRow> = tracked_positions::table.load(&mut *conn)?;
-        let mut out: HashMap<String, Vec<TrackedPosition>> = HashMap::new();
-        for row in rows {
-            let t = tracked_of_row(row)?;
-            out.entry(t.address.clone()).or_default().push(t);
+        let rows: Vec<(String, String)> = scanned_wallets::table
+            .filter(scanned_wallets::followed.ne(NONE_FOLLOWED))
+            .select((scanned_wallets::address, scanned_wallets::followed))
+            .load(&mut *conn)?;
+        let mut out = HashMap::with_capacity(rows.len());
+        for (address, column) in rows {
+            let tracked = followed::decode(&address, &column)?;
+            if !tracked.is_empty() {
+                out.insert(address, tracked);
+            }
         }
         Ok(out)
     }
 }
 
-/// A row of `tracked_positions`, in its columns' order.
-type TrackedRow = (
-    String,
-    String,
-    String,
-    time::PrimitiveDateTime,
-    i32,
-    DbDecimal,
-);
+/// The `followed` column of a wallet that follows no position.
+const NONE_FOLLOWED: &str = "[]";
 
-fn tracked_of_row(
-    (address, symbol, direction, opened_at, known, upnl): TrackedRow,
-) -> Result<TrackedPosition, StoreError> {
-    let direction = direction
-        .parse::<Direction>()
-        .map_err(|_| StoreError::Corrupt(format!("tracked position direction {direction:?}")))?;
-    Ok(TrackedPosition {
-        address,
-        symbol,
-        direction,
-        opened_at: from_db_time(opened_at),
-        open_time_known: known != 0,
-        last_upnl: Decimal::from(upnl),
-    })
-}
-
-/// Inserts scanner states (the caller deleted the ones they replace).
-pub(crate) fn insert_wallet_states(
+/// Writes scanner states, each with its wallet's followed positions of
+/// `tracked` (every one of them belongs to a wallet of `wallet_states`),
+/// replacing the stored state of its wallet in place (the states of other
+/// wallets are kept).
+pub(crate) fn write_wallet_states(
     conn: &mut DbConnection,
     wallet_states: &[WalletScanState],
+    tracked: &[TrackedPosition],
     progress: Progress<'_>,
 ) -> Result<(), StoreError> {
-    let states: Vec<_> = wallet_states
+    let mut by_wallet: HashMap<&str, Vec<&TrackedPosition>> = HashMap::new();
+    for t in tracked {
+        by_wallet.entry(t.address.as_str()).or_default().push(t);
+    }
+    let rows: Vec<NewState<'_>> = wallet_states
         .iter()
         .map(|s| {
-            (
-                scanned_wallets::address.eq(&s.address),
-                scanned_wallets::missed_scans.eq(s.missed_scans),
-                scanned_wallets::last_seen_at.eq(s.last_seen_at.map(to_db_time)),
-                scanned_wallets::first_seen_at.eq(s.first_seen_at.map(to_db_time)),
-                scanned_wallets::first_account_value
-                    .eq(s.first_account_value.as_ref().map(DbDecimal::from)),
-                scanned_wallets::realized_pnl.eq(DbDecimal::from(&s.realized_pnl)),
-                scanned_wallets::closed_count.eq(s.closed_count),
-                scanned_wallets::win_count.eq(s.win_count),
-                scanned_wallets::held_scalper.eq(s.held[0]),
-                scanned_wallets::held_day.eq(s.held[1]),
-                scanned_wallets::held_swing.eq(s.held[2]),
-                scanned_wallets::held_position.eq(s.held[3]),
-                scanned_wallets::read_dexes.eq(s
+            let column = match by_wallet.remove(s.address.as_str()) {
+                Some(mut mine) => followed::encode(&mut mine)?,
+                None => NONE_FOLLOWED.to_owned(),
+            };
+            Ok(NewState {
+                address: &s.address,
+                missed_scans: s.missed_scans,
+                last_seen_at: s.last_seen_at.map(to_db_time),
+                first_seen_at: s.first_seen_at.map(to_db_time),
+                first_account_value: s.first_account_value.as_ref().map(DbDecimal::from),
+                realized_pnl: DbDecimal::from(&s.realized_pnl),
+                closed_count: s.closed_count,
+                win_count: s.win_count,
+                held_scalper: s.held[0],
+                held_day: s.held[1],
+                held_swing: s.held[2],
+                held_position: s.held[3],
+                read_dexes: s
                     .read_dexes
                     .as_ref()
-                    .map(|d| serde_json::to_string(d).expect("strings serialize"))),
-            )
+                    .map(|d| serde_json::to_string(d).expect("strings serialize")),
+                followed: column,
+            })
         })
-        .collect();
-    insert_chunked!(
+        .collect::<Result<_, StoreError>>()?;
+    if let Some((wallet, positions)) = by_wallet.into_iter().next() {
+        return Err(StoreError::Corrupt(format!(
+            "followed position {} of wallet {wallet}, whose state this write does not hold",
+            positions[0].symbol
+        )));
+    }
+    upsert_chunked!(
         conn,
-        scanned_wallets::table,
-        &states,
+        scanned_wallets,
+        address,
+        [
+            missed_scans,
+            last_seen_at,
+            first_seen_at,
+            first_account_value,
+            realized_pnl,
+            closed_count,
+            win_count,
+            held_scalper,
+            held_day,
+            held_swing,
+            held_position,
+            read_dexes,
+            followed,
+        ],
+        &rows,
         "wallet states",
         progress
     );
     Ok(())
 }
 
-/// Inserts followed positions (the caller deleted the ones they replace).
-pub(crate) fn insert_tracked(
-    conn: &mut DbConnection,
-    tracked: &[TrackedPosition],
-    progress: Progress<'_>,
-) -> Result<(), StoreError> {
-    let rows: Vec<_> = tracked
-        .iter()
-        .map(|t| {
-            (
-                tracked_positions::address.eq(&t.address),
-                tracked_positions::symbol.eq(&t.symbol),
-                tracked_positions::direction.eq(t.direction.as_str()),
-                tracked_positions::opened_at.eq(to_db_time(t.opened_at)),
-                tracked_positions::open_time_known.eq(i32::from(t.open_time_known)),
-                tracked_positions::last_upnl.eq(DbDecimal::from(&t.last_upnl)),
-            )
-        })
-        .collect();
-    insert_chunked!(
-        conn,
-        tracked_positions::table,
-        &rows,
-        "tracked positions",
-        progress
-    );
-    Ok(())
+/// A scanner state as stored: every column of `scanned_wallets` but the
+/// followed positions.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = scanned_wallets)]
+struct StateRow {
+    address: String,
+    missed_scans: i32,
+    last_seen_at: Option<time::PrimitiveDateTime>,
+    first_seen_at: Option<time::PrimitiveDateTime>,
+    first_account_value: Option<DbDecimal>,
+    realized_pnl: DbDecimal,
+    closed_count: i32,
+    win_count: i32,
+    held_scalper: i32,
+    held_day: i32,
+    held_swing: i32,
+    held_position: i32,
+    read_dexes: Option<String>,
 }
 
-/// A row of `scanned_wallets`, in its columns' order.
-type StateRow = (
-    String,
-    i32,
-    Option<time::PrimitiveDateTime>,
-    Option<time::PrimitiveDateTime>,
-    Option<DbDecimal>,
-    DbDecimal,
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-    Option<String>,
-);
-
 fn state_of_row(r: StateRow) -> Result<WalletScanState, StoreError> {
-    let read_dexes =
-        r.12.as_deref()
-            .map(serde_json::from_str)
-            .transpose()
-            .map_err(|e| StoreError::Corrupt(format!("read dexes of {}: {e}", r.0)))?;
+    let read_dexes = r
+        .read_dexes
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(format!("read dexes of {}: {e}", r.address)))?;
     Ok(WalletScanState {
-        address: r.0,
-        missed_scans: r.1,
-        last_seen_at: r.2.map(from_db_time),
-        first_seen_at: r.3.map(from_db_time),
-        first_account_value: r.4.map(Decimal::from),
-        realized_pnl: Decimal::from(r.5),
-        closed_count: r.6,
-        win_count: r.7,
-        held: [r.8, r.9, r.10, r.11],
+        address: r.address,
+        missed_scans: r.missed_scans,
+        last_seen_at: r.last_seen_at.map(from_db_time),
+        first_seen_at: r.first_seen_at.map(from_db_time),
+        first_account_value: r.first_account_value.map(Decimal::from),
+        realized_pnl: Decimal::from(r.realized_pnl),
+        closed_count: r.closed_count,
+        win_count: r.win_count,
+        held: [r.held_scalper, r.held_day, r.held_swing, r.held_position],
         read_dexes,
     })
 }

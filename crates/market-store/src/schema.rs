@@ -154,19 +154,7 @@ diesel::table! {
         held_swing -> Integer,
         held_position -> Integer,
         read_dexes -> Nullable<Text>,
-    }
-}
-
-diesel::table! {
-    use diesel::sql_types::*;
-    use crate::types::Dec;
-    tracked_positions (address, symbol) {
-        address -> Text,
-        symbol -> Text,
-        direction -> Text,
-        opened_at -> Timestamp,
-        open_time_known -> Integer,
-        last_upnl -> Dec,
+        followed -> Text,
     }
 }
 

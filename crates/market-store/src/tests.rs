@@ -72,6 +72,37 @@ fn stores() -> Vec<(Store, Guard)> {
     out
 }
 
+/// Reverts the store's migrations, the newest first, through the one whose
+/// name ends with `last`; returns how many it reverted.
+fn revert_through(conn: &mut DbConnection, last: &str) -> usize {
+    use diesel_migrations::MigrationHarness;
+    let mut reverted = 0;
+    loop {
+        let name = match conn {
+            DbConnection::Sqlite(c) => c.revert_last_migration(crate::SQLITE_MIGRATIONS),
+            DbConnection::Postgresql(c) => c.revert_last_migration(crate::POSTGRES_MIGRATIONS),
+        }
+        .unwrap()
+        .to_string();
+        reverted += 1;
+        if name.ends_with(last) {
+            return reverted;
+        }
+        assert!(reverted < 100, "no migration {last}");
+    }
+}
+
+fn followed(address: &str, symbol: &str, upnl: &str) -> TrackedPosition {
+    TrackedPosition {
+        address: address.into(),
+        symbol: symbol.into(),
+        direction: Direction::Long,
+        opened_at: datetime!(2026-11-21 23:59:58.123456 UTC),
+        open_time_known: symbol == "BTC",
+        last_upnl: d(upnl),
+    }
+}
+
 fn market(symbol: &str, price: &str) -> Market {
     Market {
         symbol: symbol.into(),
@@ -289,7 +320,6 @@ fn current_levels_move_into_the_market_rows_and_back_exactly() {
     use diesel::dsl::sql;
     use diesel::prelude::*;
     use diesel::sql_types::{BigInt, Text};
-    use diesel_migrations::MigrationHarness;
     for (store, _guard) in stores() {
         let mut btc = day(date!(2026 - 11 - 22), "BTC", Coverage::Current);
         btc.levels.push(Level {
@@ -316,19 +346,7 @@ fn current_levels_move_into_the_market_rows_and_back_exactly() {
         assert!(before.current_days[1].levels.is_empty());
 
         let mut conn = store.conn().unwrap();
-        let mut revert = || {
-            match &mut *conn {
-                DbConnection::Sqlite(c) => c.revert_last_migration(crate::SQLITE_MIGRATIONS),
-                DbConnection::Postgresql(c) => c.revert_last_migration(crate::POSTGRES_MIGRATIONS),
-            }
-            .unwrap()
-            .to_string()
-        };
-        // (The migrations after it first.)
-        assert!(revert().ends_with("000014"));
-        assert!(revert().ends_with("000013"));
-        let reverted = revert();
-        assert!(reverted.ends_with("000012"), "{reverted}");
+        let reverted = revert_through(&mut conn, "000012");
         let rows: i64 = diesel::select(sql::<BigInt>("(SELECT COUNT(*) FROM current_levels)"))
             .get_result(&mut *conn)
             .unwrap();
@@ -341,7 +359,7 @@ fn current_levels_move_into_the_market_rows_and_back_exactly() {
         .unwrap();
         assert_eq!(short, ["0.000100 1200.50"], "decimals keep their text");
         drop(conn);
-        assert_eq!(store.migrate().unwrap(), 3);
+        assert_eq!(store.migrate().unwrap(), reverted);
         let after = store.load_snapshot(&meta).unwrap().version;
         assert_eq!(after.current_days, before.current_days);
         assert_eq!(
@@ -361,7 +379,6 @@ fn positions_move_into_the_wallet_rows_and_back_exactly() {
     use diesel::dsl::sql;
     use diesel::prelude::*;
     use diesel::sql_types::{BigInt, Text};
-    use diesel_migrations::MigrationHarness;
     for (store, _guard) in stores() {
         let markets = [market("BTC", "92391.3380"), market("ETH", "3000")];
         let wallets = [wallet("0xaa"), wallet("0xbb"), wallet("0xcc")];
@@ -392,13 +409,7 @@ fn positions_move_into_the_wallet_rows_and_back_exactly() {
         let before = [load(&first), load(&second)];
 
         let mut conn = store.conn().unwrap();
-        let reverted = match &mut *conn {
-            DbConnection::Sqlite(c) => c.revert_last_migration(crate::SQLITE_MIGRATIONS),
-            DbConnection::Postgresql(c) => c.revert_last_migration(crate::POSTGRES_MIGRATIONS),
-        }
-        .unwrap()
-        .to_string();
-        assert!(reverted.ends_with("000014"), "{reverted}");
+        let reverted = revert_through(&mut conn, "000014");
         let open_rows: i64 = diesel::select(sql::<BigInt>(
             "(SELECT COUNT(*) FROM positions WHERE valid_to IS NULL)",
         ))
@@ -418,8 +429,91 @@ fn positions_move_into_the_wallet_rows_and_back_exactly() {
             "decimals keep their text"
         );
         drop(conn);
-        assert_eq!(store.migrate().unwrap(), 1);
+        assert_eq!(store.migrate().unwrap(), reverted);
         assert_eq!([load(&first), load(&second)], before);
+    }
+}
+
+/// The followed positions moved from a table of their own into their
+/// wallets' state rows (migration `000015`): reverted, each is a row again
+/// with its text; migrated again, each wallet follows what it did, and a
+/// followed position whose wallet had no state (a row edited by hand)
+/// gets an empty state instead of being lost.
+#[test]
+fn followed_positions_move_into_the_state_rows_and_back_exactly() {
+    use diesel::prelude::*;
+    use diesel::sql_types::Text;
+    for (store, _guard) in stores() {
+        let states = [
+            WalletScanState {
+                address: "0xaa".into(),
+                first_seen_at: Some(datetime!(2026-11-21 23:00:00 UTC)),
+                realized_pnl: d("-12.50"),
+                closed_count: 3,
+                ..WalletScanState::default()
+            },
+            WalletScanState {
+                address: "0xbb".into(),
+                ..WalletScanState::default()
+            },
+        ];
+        let tracked = [
+            followed("0xaa", "ETH", "-123456789012345678901234567890.123456789"),
+            followed("0xaa", "BTC", "0.0000"),
+        ];
+        write_states(&store, &states, &tracked);
+        let before = store.tracked_positions().unwrap();
+        assert_eq!(before["0xaa"], [tracked[1].clone(), tracked[0].clone()]);
+
+        let mut conn = store.conn().unwrap();
+        let reverted = revert_through(&mut conn, "000015");
+        #[derive(QueryableByName)]
+        struct Line {
+            #[diesel(sql_type = Text)]
+            line: String,
+        }
+        let rows: Vec<Line> = diesel::sql_query(
+            "SELECT address || ' ' || symbol || ' ' || direction || ' ' || \
+             CAST(open_time_known AS TEXT) || ' ' || CAST(last_upnl AS TEXT) AS line \
+             FROM tracked_positions ORDER BY symbol",
+        )
+        .load(&mut *conn)
+        .unwrap();
+        assert_eq!(
+            rows.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(),
+            [
+                "0xaa BTC long 1 0.0000",
+                "0xaa ETH long 0 -123456789012345678901234567890.123456789"
+            ],
+            "one row a followed position, decimals' text kept"
+        );
+        diesel::sql_query(
+            "INSERT INTO tracked_positions \
+             SELECT '0xcc', symbol, direction, opened_at, open_time_known, last_upnl \
+             FROM tracked_positions WHERE symbol = 'BTC'",
+        )
+        .execute(&mut *conn)
+        .unwrap();
+        drop(conn);
+        assert_eq!(store.migrate().unwrap(), reverted);
+        let after = store.tracked_positions().unwrap();
+        assert_eq!(after["0xaa"], before["0xaa"]);
+        assert_eq!(
+            store.wallet_history("0xaa").unwrap(),
+            Some((states[0].clone(), before["0xaa"].clone()))
+        );
+        let (orphan, its) = store.wallet_history("0xcc").unwrap().unwrap();
+        assert_eq!(orphan.address, "0xcc");
+        assert_eq!(orphan.first_seen_at, None, "read as a wallet never seen");
+        assert_eq!(its.len(), 1);
+        assert_eq!(
+            (its[0].symbol.as_str(), its[0].open_time_known),
+            ("BTC", true)
+        );
+        assert_eq!(
+            store.wallet_history("0xbb").unwrap(),
+            Some((states[1].clone(), vec![]))
+        );
     }
 }
 
@@ -977,35 +1071,61 @@ fn publishes_replace_the_scan_state_of_every_wallet_read_and_refuse_a_stale_base
             positions: vec![],
             removed: vec![],
         };
-        let publish = |base_version: i64, states: &[WalletScanState]| {
-            store.publish(
-                &PublishWrite {
-                    source: "track",
-                    base_version,
-                    changes: &changes,
-                    wallet_count: 0,
-                    position_count: 0,
-                    frozen_days: &[],
-                    candles: &[],
-                    wallet_states: states,
-                    tracked: &[],
-                    newly_read: &[],
-                    registry: &[],
-                    freshness: &freshness,
-                },
-                &mut |_, _, _| {},
-            )
-        };
-        let v1 = publish(0, std::slice::from_ref(&empty)).unwrap();
-        // Read (empty) again: its state is replaced, not inserted twice.
+        let publish =
+            |base_version: i64, states: &[WalletScanState], tracked: &[TrackedPosition]| {
+                store.publish(
+                    &PublishWrite {
+                        source: "track",
+                        base_version,
+                        changes: &changes,
+                        wallet_count: 0,
+                        position_count: 0,
+                        frozen_days: &[],
+                        candles: &[],
+                        wallet_states: states,
+                        tracked,
+                        newly_read: &[],
+                        registry: &[],
+                        freshness: &freshness,
+                    },
+                    &mut |_, _, _| {},
+                )
+            };
+        // It still follows two positions (a read that saw it empty may
+        // have failed on a dex).
+        let follows = [
+            followed("0xee", "ETH", "-0.000001"),
+            followed("0xee", "BTC", "123456789012345678901234567890.5"),
+        ];
+        let v1 = publish(0, std::slice::from_ref(&empty), &follows).unwrap();
+        assert_eq!(
+            store.wallet_history("0xee").unwrap(),
+            Some((empty.clone(), vec![follows[1].clone(), follows[0].clone()]))
+        );
+        assert_eq!(store.tracked_positions().unwrap()["0xee"].len(), 2);
+        // A followed position of a wallet whose state is not written is
+        // refused, with nothing written.
+        let stray = [followed("0xff", "BTC", "1")];
+        assert!(matches!(
+            publish(v1, std::slice::from_ref(&empty), &stray),
+            Err(StoreError::Corrupt(_))
+        ));
+        assert_eq!(store.latest_snapshot().unwrap().unwrap().version, v1);
+        // Read (empty) again: its state is replaced, not inserted twice,
+        // and so are its followed positions (none now).
         let again = WalletScanState {
             last_seen_at: Some(datetime!(2026-11-22 01:02:00 UTC)),
             ..empty.clone()
         };
-        let v2 = publish(v1, std::slice::from_ref(&again)).unwrap();
+        let v2 = publish(v1, std::slice::from_ref(&again), &[]).unwrap();
         assert_eq!(store.wallet_scan_states().unwrap()["0xee"], again);
+        assert_eq!(
+            store.wallet_history("0xee").unwrap(),
+            Some((again.clone(), vec![]))
+        );
+        assert!(store.tracked_positions().unwrap().is_empty());
         // Changes computed against v1 are refused whole now that v2 is the latest.
-        match publish(v1, &[]) {
+        match publish(v1, &[], &[]) {
             Err(StoreError::Conflict { expected, found }) => {
                 assert_eq!((expected, found), (v1, Some(v2)));
             }
@@ -1013,6 +1133,149 @@ fn publishes_replace_the_scan_state_of_every_wallet_read_and_refuse_a_stale_base
         }
         assert_eq!(store.latest_snapshot().unwrap().unwrap().version, v2);
     }
+}
+
+/// SQLite prepares each statement of a publish once per connection: a
+/// whole version and a first publish cache the upserts (Diesel caches none
+/// by itself), and a second publish with other rows, other counts and
+/// other unset fields caches no insert again (a statement whose text
+/// followed the values would).
+#[test]
+fn a_publish_prepares_its_inserts_once_per_connection() {
+    use diesel::connection::{Connection, InstrumentationEvent};
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("t.db");
+    let options = PoolOptions {
+        max_size: 1,
+        ..PoolOptions::default()
+    };
+    let store = Store::open(url.to_str().unwrap(), options).unwrap();
+    store.migrate().unwrap();
+    let markets = [market("BTC", "100"), market("ETH", "10")];
+    let wallets = [wallet("0xaa"), wallet("0xbb")];
+    let positions = [position("0xaa", "BTC"), position("0xbb", "ETH")];
+    let at = datetime!(2026-11-22 01:00:00 UTC);
+    let cached = Arc::new(Mutex::new(Vec::<String>::new()));
+    {
+        let mut conn = store.conn().unwrap();
+        let DbConnection::Sqlite(c) = &mut *conn else {
+            unreachable!("a file path opens SQLite")
+        };
+        let sink = cached.clone();
+        c.set_instrumentation(move |event: InstrumentationEvent<'_>| {
+            if let InstrumentationEvent::CacheQuery { sql, .. } = event {
+                sink.lock().unwrap().push(sql.to_owned());
+            }
+        });
+    }
+    // (The history's upserts are first cached here.)
+    write_version(&store, &version_of(at, &markets, &wallets, &positions, &[]));
+    let publish = |minute: u8, changed: &[&str], read: &[WalletScanState], values: bool| {
+        let observed_at = at.replace_minute(minute).unwrap();
+        let wallets: Vec<Wallet> = changed.iter().map(|a| wallet(a)).collect();
+        let positions: Vec<MarketPosition> = changed.iter().map(|a| position(a, "BTC")).collect();
+        let tracked: Vec<TrackedPosition> = read
+            .iter()
+            .filter(|s| s.first_seen_at.is_some())
+            .map(|s| followed(&s.address, "BTC", "1.5"))
+            .collect();
+        let registry: Vec<RegistryEntry> = read
+            .iter()
+            .map(|s| {
+                let mut e = RegistryEntry::new(s.address.clone(), DiscoverySource::Trades, at);
+                if values {
+                    e.account_value = Some(d("10.5"));
+                    e.last_read_at = Some(observed_at);
+                }
+                e
+            })
+            .collect();
+        let freshness = WalletFreshness {
+            tracked: 2,
+            never_read: 0,
+            refreshed_within1m: 2,
+            refreshed_within5m: 2,
+            refreshed_within1h: 2,
+            by_size_class: Vec::new(),
+        };
+        let changes = VersionChanges {
+            observed_at,
+            markets: markets.to_vec(),
+            current_days: vec![],
+            cohorts: vec![],
+            coverage: NetworkCoverage {
+                as_of: observed_at,
+                wallets: freshness.clone(),
+                open_interest: d("0"),
+                covered_open_interest: d("0"),
+                covered_share: None,
+                markets: Vec::new(),
+            },
+            wallets,
+            positions,
+            removed: vec![],
+        };
+        let base_version = store.latest_snapshot().unwrap().unwrap().version;
+        store
+            .publish(
+                &PublishWrite {
+                    source: "track",
+                    base_version,
+                    changes: &changes,
+                    wallet_count: 2,
+                    position_count: 2,
+                    frozen_days: &[],
+                    candles: &[],
+                    wallet_states: read,
+                    tracked: &tracked,
+                    newly_read: &[],
+                    registry: &registry,
+                    freshness: &freshness,
+                },
+                &mut |_, _, _| {},
+            )
+            .unwrap();
+        std::mem::take(&mut *cached.lock().unwrap())
+    };
+    let state = |address: &str, seen: bool| WalletScanState {
+        address: address.into(),
+        first_seen_at: seen.then_some(at),
+        first_account_value: seen.then(|| d("1")),
+        read_dexes: seen.then(Vec::new),
+        ..WalletScanState::default()
+    };
+    let first = publish(
+        1,
+        &["0xaa"],
+        &[state("0xaa", true), state("0xee", false)],
+        false,
+    );
+    for table in [
+        "scanned_wallets",
+        "wallet_registry",
+        "history_points",
+        "history_hourly",
+    ] {
+        assert!(
+            first
+                .iter()
+                .any(|sql| sql.contains(table) && sql.contains("ON CONFLICT")),
+            "the upsert of {table} is cached: {first:#?}"
+        );
+    }
+    let second = publish(
+        2,
+        &["0xaa", "0xbb"],
+        &[
+            state("0xaa", false),
+            state("0xbb", true),
+            state("0xee", true),
+        ],
+        true,
+    );
+    let inserts: Vec<&String> = second.iter().filter(|sql| sql.contains("INSERT")).collect();
+    assert!(inserts.is_empty(), "prepared again: {inserts:#?}");
 }
 
 #[test]
@@ -1034,6 +1297,12 @@ fn the_registry_round_trips_and_upserts() {
         a.sources |= DiscoverySource::Trades.bit();
         a.account_value = Some(d("0.00"));
         a.empty_reads = 2;
+        store.save_registry(&[a.clone()]).unwrap();
+        assert_eq!(store.registry().unwrap(), vec![a.clone(), b.clone()]);
+        // Saved again, every field is replaced: unset ones too.
+        a.leaderboard_value = None;
+        a.dexes.clear();
+        a.last_read_at = Some(datetime!(2026-11-22 01:00:02 UTC));
         store.save_registry(&[a.clone()]).unwrap();
         assert_eq!(store.registry().unwrap(), vec![a.clone(), b.clone()]);
         assert_eq!(store.registry_len().unwrap(), 2);
@@ -1086,6 +1355,33 @@ fn write_version(store: &Store, version: &DataVersion) -> i64 {
             &SnapshotWrite {
                 source: "test",
                 version,
+            },
+            &mut |_, _, _| {},
+        )
+        .unwrap()
+}
+
+/// Writes a scan of no wallet that stores `states` and `tracked`.
+fn write_states(store: &Store, states: &[WalletScanState], tracked: &[TrackedPosition]) -> i64 {
+    let version = version_of(
+        datetime!(2026-11-22 00:00:00 UTC),
+        &[market("BTC", "100")],
+        &[],
+        &[],
+        &[],
+    );
+    store
+        .write_scan(
+            &ScanWrite {
+                snapshot: SnapshotWrite {
+                    source: "test",
+                    version: &version,
+                },
+                candles: &[],
+                frozen_days: &[],
+                wallet_states: states,
+                tracked,
+                newly_read: &[],
             },
             &mut |_, _, _| {},
         )

@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use crate::history::{self, HistoryWrite};
 use crate::registry::upsert_registry;
 use crate::rows::*;
-use crate::scan_state::{insert_tracked, insert_wallet_states};
+use crate::scan_state::write_wallet_states;
 use crate::schema::*;
 use crate::{
     candle_rows, history_rows, insert_chunked, market_rows, wallet_row, DbConnection, Progress,
@@ -201,9 +201,7 @@ impl Store {
             )?;
             prune_before(conn, version - 1)?;
             diesel::delete(scanned_wallets::table).execute(conn)?;
-            insert_wallet_states(conn, scan.wallet_states, progress)?;
-            diesel::delete(tracked_positions::table).execute(conn)?;
-            insert_tracked(conn, scan.tracked, progress)?;
+            write_wallet_states(conn, scan.wallet_states, scan.tracked, progress)?;
             Ok(version)
         })
     }
@@ -306,22 +304,15 @@ impl Store {
             .set(wallets::valid_to.eq(version))
             .execute(conn)?;
         }
+        #[cfg(feature = "test-support")]
+        self.injected_fault(|a| {
+            p.wallet_states.iter().any(|s| s.address == a)
+                || c.wallets.iter().any(|w| w.address == a)
+        })?;
+        insert_wallet_rows(conn, version, &c.wallets, &c.positions, progress)?;
         // Scan states are replaced by wallet, for every wallet read:
         // served, empty (not served) or removed alike.
-        let read: Vec<&str> = p.wallet_states.iter().map(|s| s.address.as_str()).collect();
-        for chunk in read.chunks(ADDRESS_CHUNK) {
-            diesel::delete(scanned_wallets::table.filter(scanned_wallets::address.eq_any(chunk)))
-                .execute(conn)?;
-            diesel::delete(
-                tracked_positions::table.filter(tracked_positions::address.eq_any(chunk)),
-            )
-            .execute(conn)?;
-        }
-        #[cfg(feature = "test-support")]
-        self.injected_fault(|a| read.contains(&a) || c.wallets.iter().any(|w| w.address == a))?;
-        insert_wallet_rows(conn, version, &c.wallets, &c.positions, progress)?;
-        insert_wallet_states(conn, p.wallet_states, progress)?;
-        insert_tracked(conn, p.tracked, progress)?;
+        write_wallet_states(conn, p.wallet_states, p.tracked, progress)?;
         upsert_registry(conn, p.registry)?;
         let body = serde_json::to_string(p.freshness).expect("model types serialize");
         let coverage = serde_json::to_string(&c.coverage).expect("model types serialize");
