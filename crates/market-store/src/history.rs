@@ -25,7 +25,7 @@ use crate::cached::{UpsertHourly, UpsertPoint};
 use crate::connection::MultiBackend;
 use crate::convert::epoch_ms;
 use crate::event_stream::{self, SequencedEvent};
-use crate::schema::{history_hourly, history_points, position_events, wallets};
+use crate::schema::{history_hourly, history_points, position_events};
 use crate::{insert_chunked, DbConnection, Store, StoreError, ADDRESS_CHUNK, MAX_BINDS};
 
 const HOUR_MS: i64 = 3_600_000;
@@ -230,18 +230,21 @@ pub(crate) struct Observation<'a> {
     pub wallets: &'a [Wallet],
     /// Every open position of those wallets.
     pub positions: &'a [MarketPosition],
-    /// Whether `wallets` is every served wallet (else: the changed ones).
-    pub full: bool,
-    /// Whether to derive position events against the open rows.
+    /// Whether to derive position events against `closed`.
     pub events: bool,
+    /// The rows this version closed (address and positions column): the
+    /// previous observation of the written wallets that were served
+    /// (every served wallet's for a full write). Events are derived against
+    /// them; a written wallet without one was not served before.
+    pub closed: &'a [(String, String)],
     /// Per written wallet, the dexes this observation reads and the previous
     /// one did not: a position there is a first observation, not an opening.
     pub newly_read: &'a [(String, Vec<String>)],
 }
 
 /// Records an observation: its market and wallet points and, when asked,
-/// the position events against the rows still open (so it runs before the
-/// writer closes them). Then applies retention.
+/// the position events against the rows the version closed. Then applies
+/// retention.
 pub(crate) fn record(
     conn: &mut DbConnection,
     retention: Retention,
@@ -287,7 +290,7 @@ pub(crate) fn record(
     }));
     write_points(conn, at, &points)?;
     if obs.events {
-        let events = derive_events(conn, obs)?;
+        let events = derive_events(obs)?;
         let written = write_events(conn, &events)?;
         // Enqueued at the wall time (`webhook deliveries` shows when).
         crate::webhooks::enqueue(conn, OffsetDateTime::now_utc(), &written)?;
@@ -438,34 +441,12 @@ fn value_micro(value: &BigDecimal) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
-/// The events between the open rows of the written wallets and their new
-/// positions. Wallets that were not served before are `firstObservation`;
-/// wallets no longer served get no event (they are not tracked, which says
-/// nothing of their positions).
-fn derive_events(
-    conn: &mut DbConnection,
-    obs: &Observation<'_>,
-) -> Result<Vec<PositionEvent>, StoreError> {
-    // The open rows (wallets served now) with the positions they hold.
-    let mut rows: Vec<(String, String)> = Vec::new();
-    let select = (wallets::address, wallets::positions);
-    if obs.full {
-        rows = wallets::table
-            .filter(wallets::valid_to.is_null())
-            .select(select)
-            .load(conn)?;
-    } else {
-        let addresses: Vec<&str> = obs.wallets.iter().map(|w| w.address.as_str()).collect();
-        for chunk in addresses.chunks(ADDRESS_CHUNK) {
-            rows.extend(
-                wallets::table
-                    .filter(wallets::valid_to.is_null())
-                    .filter(wallets::address.eq_any(chunk))
-                    .select(select)
-                    .load::<(String, String)>(conn)?,
-            );
-        }
-    }
+/// The events between the closed rows of the written wallets and their
+/// new positions. Wallets that were not served before are
+/// `firstObservation`; wallets no longer served get no event (they are not
+/// tracked, which says nothing of their positions).
+fn derive_events(obs: &Observation<'_>) -> Result<Vec<PositionEvent>, StoreError> {
+    let rows = obs.closed;
     let served: HashSet<&str> = rows.iter().map(|(a, _)| a.as_str()).collect();
     let newly_read: HashMap<&str, &[String]> = obs
         .newly_read

@@ -274,7 +274,14 @@ impl Store {
         write_days_and_candles(conn, p.frozen_days, p.candles, progress)?;
         let counts = (p.wallet_count, p.position_count);
         let version = insert_version(conn, p.source, c, counts, progress)?;
-        // Recorded against the rows still open: the previous observation.
+        let touched: Vec<&str> = c
+            .wallets
+            .iter()
+            .map(|w| w.address.as_str())
+            .chain(c.removed.iter().map(String::as_str))
+            .collect();
+        let closed = close_open_rows(conn, version, Some(&touched), true)?;
+        // Events are derived against the closed rows: the previous observation.
         crate::history::record(
             conn,
             self.retention(),
@@ -284,26 +291,11 @@ impl Store {
                 cohorts: &c.cohorts,
                 wallets: &c.wallets,
                 positions: &c.positions,
-                full: false,
                 events: true,
+                closed: &closed,
                 newly_read: p.newly_read,
             },
         )?;
-        let touched: Vec<&str> = c
-            .wallets
-            .iter()
-            .map(|w| w.address.as_str())
-            .chain(c.removed.iter().map(String::as_str))
-            .collect();
-        for chunk in touched.chunks(ADDRESS_CHUNK) {
-            diesel::update(
-                wallets::table
-                    .filter(wallets::valid_to.is_null())
-                    .filter(wallets::address.eq_any(chunk)),
-            )
-            .set(wallets::valid_to.eq(version))
-            .execute(conn)?;
-        }
         #[cfg(feature = "test-support")]
         self.injected_fault(|a| {
             p.wallet_states.iter().any(|s| s.address == a)
@@ -356,7 +348,9 @@ pub(crate) fn insert_snapshot(
     let v = snap.version;
     let counts = (v.wallets.len(), v.positions.len());
     let version = insert_version(conn, snap.source, v, counts, progress)?;
-    // Recorded against the rows still open: the previous observation.
+    // A full version replaces every open wallet row (and so its positions).
+    let closed = close_open_rows(conn, version, None, derive_events)?;
+    // Events are derived against the closed rows: the previous observation.
     history::record(
         conn,
         retention,
@@ -366,17 +360,57 @@ pub(crate) fn insert_snapshot(
             cohorts: &v.cohorts,
             wallets: &v.wallets,
             positions: &v.positions,
-            full: true,
             events: derive_events,
+            closed: &closed,
             newly_read,
         },
     )?;
-    // A full version replaces every open wallet row (and so its positions).
-    diesel::update(wallets::table.filter(wallets::valid_to.is_null()))
-        .set(wallets::valid_to.eq(version))
-        .execute(conn)?;
     insert_wallet_rows(conn, version, &v.wallets, &v.positions, progress)?;
     Ok(version)
+}
+
+/// Closes the open wallet rows of `addresses` (every open row when `None`)
+/// at `version`: they stay readable by the versions before it. With
+/// `returning`, hands back each closed row's address and positions column
+/// (the previous observation, which events are derived against), read by
+/// the same statement that closes it instead of a second lookup of each
+/// row by address.
+fn close_open_rows(
+    conn: &mut DbConnection,
+    version: i64,
+    addresses: Option<&[&str]>,
+    returning: bool,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let mut closed = Vec::new();
+    macro_rules! close {
+        ($rows:expr) => {{
+            let close = diesel::update($rows).set(wallets::valid_to.eq(version));
+            if returning {
+                let previous = (wallets::address, wallets::positions);
+                // `RETURNING` is not available through MultiConnection's backend.
+                closed.extend(match &mut *conn {
+                    DbConnection::Sqlite(c) => {
+                        close.returning(previous).load::<(String, String)>(c)?
+                    }
+                    DbConnection::Postgresql(c) => {
+                        close.returning(previous).load::<(String, String)>(c)?
+                    }
+                });
+            } else {
+                close.execute(conn)?;
+            }
+        }};
+    }
+    let open = wallets::table.filter(wallets::valid_to.is_null());
+    match addresses {
+        None => close!(open),
+        Some(addresses) => {
+            for chunk in addresses.chunks(ADDRESS_CHUNK) {
+                close!(open.filter(wallets::address.eq_any(chunk)));
+            }
+        }
+    }
+    Ok(closed)
 }
 
 /// The newest version number, read inside the caller's transaction after
