@@ -19,7 +19,10 @@
 #   scripts/bench-own-node.sh [MINUTES] [WALLETS] [HOLDERS]   (defaults: 60, 1000000, 300000)
 #
 # PORT=N moves its four ports (default 18961-18964); TRACK_BIN runs another
-# build's `track`, SERVE_BIN another build's `serve` (both servers).
+# build's `track`, SERVE_BIN another build's `serve` (both servers);
+# KEEP_DB=FILE keeps a copy of `track`'s database at the end (SQLite's
+# online backup, consistent while `track` writes), to time a migration on
+# it, say.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${1:-60}
@@ -65,6 +68,16 @@ print(f"| {minute} | {registry} | {wallets} / {positions} | {changed}, {wall}, {
 PY
 done
 echo "track peak RSS: $(rss $TRACK VmHWM) MB; serve peak RSS: $(rss $SERVER VmHWM) MB" >&2
+# Every publish of the run, not only each minute's last: what two builds'
+# runs compare, since one publish's CPU follows how many wallets it carries.
+python3 - "$WORK/track.log" <<'PY' >&2
+import re, sys
+rows = [re.search(r"\((\d+) changed.*?; (\d+) ms, CPU (\d+) ms", line)
+        for line in open(sys.argv[1]) if "published data version" in line]
+rows = [tuple(map(int, m.groups())) for m in rows if m]
+print(f"publishes: {len(rows)}; wallets changed {sum(r[0] for r in rows)}; "
+      f"wall {sum(r[1] for r in rows)} ms; CPU {sum(r[2] for r in rows)} ms")
+PY
 start2=$(date +%s%N)
 RUST_LOG=info "$SERVE_BIN" serve --bind "$SERVE2" --database-url "$DB" --access-log false 2> "$WORK/serve2.log" &
 SERVER2=$!
@@ -81,3 +94,8 @@ SERVER3=$!
 until curl -sf "http://$SERVE2/healthz" > /dev/null; do sleep 0.05; done
 echo "a serve loading whole: ready $(( ($(date +%s%N) - start3) / 1000000 )) ms after start, resident $(rss $SERVER3 VmRSS) MB, peak $(rss $SERVER3 VmHWM) MB" >&2
 grep "serving data version" "$WORK/serve3.log" | tail -n 1 >&2
+if [ -n "${KEEP_DB:-}" ]; then
+  python3 -c "import sqlite3, sys
+sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" "$DB" "$KEEP_DB"
+  echo "kept track's database as $KEEP_DB" >&2
+fi

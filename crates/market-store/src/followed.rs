@@ -13,7 +13,7 @@ use market_model::{Decimal, Direction};
 use serde::{Deserialize, Serialize};
 
 use crate::convert::parse;
-use crate::held::Instant;
+use crate::held::{by_symbol, Instant};
 use crate::rows::{from_db_time, to_db_time};
 use crate::types::parse_sqlite_time;
 use crate::{StoreError, TrackedPosition};
@@ -30,13 +30,7 @@ struct Read(String, String, String, i32, Decimal);
 /// to (in any order; they are stored by symbol). Two in one asset are
 /// refused: a wallet holds one position a market.
 pub(crate) fn encode(positions: &mut [&TrackedPosition]) -> Result<String, StoreError> {
-    positions.sort_unstable_by(|a, b| a.symbol.cmp(&b.symbol));
-    if let Some(w) = positions.windows(2).find(|w| w[0].symbol == w[1].symbol) {
-        return Err(StoreError::Corrupt(format!(
-            "two followed positions of wallet {} in {}",
-            w[1].address, w[1].symbol
-        )));
-    }
+    by_symbol(positions, |t| (&t.address, &t.symbol), "followed positions")?;
     let written: Vec<Written<'_>> = positions
         .iter()
         .map(|t| {

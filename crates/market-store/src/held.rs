@@ -91,13 +91,7 @@ impl Serialize for Instant {
 /// any order; they are stored by symbol). Two positions in one asset are
 /// refused: a wallet holds one a market.
 pub(crate) fn encode(positions: &mut [&MarketPosition]) -> Result<String, StoreError> {
-    positions.sort_unstable_by(|a, b| a.symbol.cmp(&b.symbol));
-    if let Some(w) = positions.windows(2).find(|w| w[0].symbol == w[1].symbol) {
-        return Err(StoreError::Corrupt(format!(
-            "two positions of wallet {} in {}",
-            w[1].address, w[1].symbol
-        )));
-    }
+    by_symbol(positions, |p| (&p.address, &p.symbol), "positions")?;
     let written: Vec<Written<'_>> = positions
         .iter()
         .map(|p| {
@@ -119,6 +113,27 @@ pub(crate) fn encode(positions: &mut [&MarketPosition]) -> Result<String, StoreE
         })
         .collect();
     Ok(serde_json::to_string(&written).expect("positions serialize"))
+}
+
+/// Sorts one wallet's `items` (its positions, or those it follows) by
+/// symbol, the order they are stored in, and refuses two in one asset: a
+/// wallet holds one position a market. `key` gives an item's wallet and
+/// symbol.
+pub(crate) fn by_symbol<T>(
+    items: &mut [&T],
+    key: impl Fn(&T) -> (&str, &str),
+    what: &str,
+) -> Result<(), StoreError> {
+    items.sort_unstable_by(|a, b| key(a).1.cmp(key(b).1));
+    match items.windows(2).find(|w| key(w[0]).1 == key(w[1]).1) {
+        Some(w) => {
+            let (address, symbol) = key(w[1]);
+            Err(StoreError::Corrupt(format!(
+                "two {what} of wallet {address} in {symbol}"
+            )))
+        }
+        None => Ok(()),
+    }
 }
 
 /// Hands `each` every position of `address`'s `positions` column in the

@@ -193,6 +193,10 @@ pub(crate) fn upsert_registry(
     conn: &mut DbConnection,
     entries: &[RegistryEntry],
 ) -> Result<(), StoreError> {
+    crate::scan_state::refuse_twice(
+        entries.iter().map(|e| e.address.as_str()),
+        "registry entries",
+    )?;
     let rows: Vec<RegistryRow> = entries.iter().map(RegistryEntry::row).collect();
     upsert_chunked!(
         conn,

@@ -162,6 +162,10 @@ pub(crate) fn write_wallet_states(
     tracked: &[TrackedPosition],
     progress: Progress<'_>,
 ) -> Result<(), StoreError> {
+    refuse_twice(
+        wallet_states.iter().map(|s| s.address.as_str()),
+        "scan states",
+    )?;
     let mut by_wallet: HashMap<&str, Vec<&TrackedPosition>> = HashMap::new();
     for t in tracked {
         by_wallet.entry(t.address.as_str()).or_default().push(t);
@@ -223,6 +227,24 @@ pub(crate) fn write_wallet_states(
         "wallet states",
         progress
     );
+    Ok(())
+}
+
+/// Refuses a write that holds two rows of one wallet: SQLite would keep
+/// the last one's upsert and PostgreSQL refuse the statement, and either
+/// way it is a writer's mistake, not something to settle by order.
+pub(crate) fn refuse_twice<'a>(
+    addresses: impl ExactSizeIterator<Item = &'a str>,
+    what: &str,
+) -> Result<(), StoreError> {
+    let mut seen = std::collections::HashSet::with_capacity(addresses.len());
+    for a in addresses {
+        if !seen.insert(a) {
+            return Err(StoreError::Corrupt(format!(
+                "two {what} of wallet {a} in one write"
+            )));
+        }
+    }
     Ok(())
 }
 

@@ -1111,6 +1111,20 @@ fn publishes_replace_the_scan_state_of_every_wallet_read_and_refuse_a_stale_base
             Err(StoreError::Corrupt(_))
         ));
         assert_eq!(store.latest_snapshot().unwrap().unwrap().version, v1);
+        // So is a write of two states of one wallet, on either backend.
+        assert!(matches!(
+            publish(v1, &[empty.clone(), empty.clone()], &[]),
+            Err(StoreError::Corrupt(_))
+        ));
+        let b = RegistryEntry::new(
+            "0xbb".into(),
+            DiscoverySource::Trades,
+            datetime!(2026-11-22 01:00:00 UTC),
+        );
+        assert!(matches!(
+            store.save_registry(&[b.clone(), b]),
+            Err(StoreError::Corrupt(_))
+        ));
         // Read (empty) again: its state is replaced, not inserted twice,
         // and so are its followed positions (none now).
         let again = WalletScanState {
