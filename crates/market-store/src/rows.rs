@@ -149,7 +149,7 @@ pub struct NewState<'a> {
     pub held_swing: i32,
     pub held_position: i32,
     pub read_dexes: Option<String>,
-    pub followed: String,
+    pub followed: &'a str,
 }
 
 #[derive(Insertable, Queryable)]

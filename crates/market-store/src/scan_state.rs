@@ -170,34 +170,40 @@ pub(crate) fn write_wallet_states(
     for t in tracked {
         by_wallet.entry(t.address.as_str()).or_default().push(t);
     }
-    let rows: Vec<NewState<'_>> = wallet_states
+    // Most wallets read follow nothing (every empty one): no column of
+    // their own is allocated.
+    let columns: Vec<Option<String>> = wallet_states
         .iter()
         .map(|s| {
-            let column = match by_wallet.remove(s.address.as_str()) {
-                Some(mut mine) => followed::encode(&mut mine)?,
-                None => NONE_FOLLOWED.to_owned(),
-            };
-            Ok(NewState {
-                address: &s.address,
-                missed_scans: s.missed_scans,
-                last_seen_at: s.last_seen_at.map(to_db_time),
-                first_seen_at: s.first_seen_at.map(to_db_time),
-                first_account_value: s.first_account_value.as_ref().map(DbDecimal::from),
-                realized_pnl: DbDecimal::from(&s.realized_pnl),
-                closed_count: s.closed_count,
-                win_count: s.win_count,
-                held_scalper: s.held[0],
-                held_day: s.held[1],
-                held_swing: s.held[2],
-                held_position: s.held[3],
-                read_dexes: s
-                    .read_dexes
-                    .as_ref()
-                    .map(|d| serde_json::to_string(d).expect("strings serialize")),
-                followed: column,
-            })
+            by_wallet
+                .remove(s.address.as_str())
+                .map(|mut mine| followed::encode(&mut mine))
+                .transpose()
         })
         .collect::<Result<_, StoreError>>()?;
+    let rows: Vec<NewState<'_>> = wallet_states
+        .iter()
+        .zip(&columns)
+        .map(|(s, column)| NewState {
+            address: &s.address,
+            missed_scans: s.missed_scans,
+            last_seen_at: s.last_seen_at.map(to_db_time),
+            first_seen_at: s.first_seen_at.map(to_db_time),
+            first_account_value: s.first_account_value.as_ref().map(DbDecimal::from),
+            realized_pnl: DbDecimal::from(&s.realized_pnl),
+            closed_count: s.closed_count,
+            win_count: s.win_count,
+            held_scalper: s.held[0],
+            held_day: s.held[1],
+            held_swing: s.held[2],
+            held_position: s.held[3],
+            read_dexes: s
+                .read_dexes
+                .as_ref()
+                .map(|d| serde_json::to_string(d).expect("strings serialize")),
+            followed: column.as_deref().unwrap_or(NONE_FOLLOWED),
+        })
+        .collect();
     if let Some((wallet, positions)) = by_wallet.into_iter().next() {
         return Err(StoreError::Corrupt(format!(
             "followed position {} of wallet {wallet}, whose state this write does not hold",
