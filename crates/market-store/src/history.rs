@@ -21,7 +21,7 @@ use market_model::{
 };
 use time::OffsetDateTime;
 
-use crate::cached::{UpsertHourly, UpsertPoint};
+use crate::cached::Upsert;
 use crate::connection::MultiBackend;
 use crate::convert::epoch_ms;
 use crate::event_stream::{self, SequencedEvent};
@@ -311,22 +311,26 @@ fn write_points(conn: &mut DbConnection, at: i64, points: &[PointRow]) -> Result
     let c = match conn {
         // A row at a time on statements prepared once (see `cached`).
         DbConnection::Sqlite(c) => {
+            // This function's two statements (see `cached::Upsert`).
+            struct PointUpsert;
+            struct HourlyUpsert;
             for p in points {
-                let (series, key, body) = (p.series, p.key.as_str(), p.body.as_str());
-                UpsertPoint {
-                    series,
-                    key,
-                    at,
-                    body,
-                }
+                Upsert::<PointUpsert, _>::new(
+                    diesel::insert_into(history_points::table).values(p),
+                    " ON CONFLICT (series, key, at) DO UPDATE SET body = excluded.body",
+                )
                 .execute(c)?;
-                UpsertHourly {
-                    series,
-                    key,
-                    hour,
-                    at,
-                    body,
-                }
+                Upsert::<HourlyUpsert, _>::new(
+                    diesel::insert_into(history_hourly::table).values((
+                        history_hourly::series.eq(p.series),
+                        history_hourly::key.eq(&p.key),
+                        history_hourly::hour.eq(hour),
+                        history_hourly::at.eq(at),
+                        history_hourly::body.eq(&p.body),
+                    )),
+                    " ON CONFLICT (series, key, hour) DO UPDATE SET at = excluded.at, \
+                     body = excluded.body WHERE history_hourly.at <= excluded.at",
+                )
                 .execute(c)?;
             }
             return Ok(());
