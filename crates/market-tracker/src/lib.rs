@@ -2,7 +2,9 @@
 #![warn(missing_docs)]
 
 pub mod discovery;
+pub mod followed;
 pub mod held;
+pub mod kept;
 pub mod live;
 pub mod publish;
 pub mod registry;

@@ -11,6 +11,7 @@ use market_ingest::scan::{follow_positions, wallet_input_from, Observed};
 use market_model::{LiquidityDay, MarketPosition};
 
 use crate::held::{Held, Symbols};
+use crate::kept::Kept;
 use time::OffsetDateTime;
 
 /// The dex of a coin: `xyz` for `xyz:TSLA`, `""` (the main dex) for `BTC`.
@@ -130,12 +131,15 @@ pub enum Applied {
     Unchanged,
 }
 
-/// The dexes a wallet's observation covers: as recorded with its scan
-/// `state`, else (recorded before that was) the main dex and the dexes of
-/// its positions in `wallet`; nothing for a wallet never observed.
-fn covered_by(state: Option<&WalletScanState>, wallet: Option<&LiveWallet>) -> BTreeSet<String> {
-    if let Some(d) = state.and_then(|s| s.read_dexes.as_ref()) {
-        return d.iter().cloned().collect();
+/// The dexes a wallet's observation covers: as its scan state records them
+/// (`read_dexes`), else (recorded before that was) the main dex and the
+/// dexes of its positions in `wallet`; nothing for a wallet never observed.
+fn covered_by<'a>(
+    read_dexes: Option<impl Iterator<Item = &'a str>>,
+    wallet: Option<&LiveWallet>,
+) -> BTreeSet<String> {
+    if let Some(d) = read_dexes {
+        return d.map(str::to_owned).collect();
     }
     let Some(w) = wallet else {
         return BTreeSet::new();
@@ -143,6 +147,13 @@ fn covered_by(state: Option<&WalletScanState>, wallet: Option<&LiveWallet>) -> B
     std::iter::once(String::new())
         .chain(w.positions.iter().map(|p| dex_of(&p.symbol).to_owned()))
         .collect()
+}
+
+/// The dexes `state` records as covered, if it does.
+fn read_dexes(state: Option<&WalletScanState>) -> Option<impl Iterator<Item = &str>> {
+    state
+        .and_then(|s| s.read_dexes.as_ref())
+        .map(|d| d.iter().map(String::as_str))
 }
 
 /// Whether a read changes nothing a publish would write: the wallet holds
@@ -156,16 +167,16 @@ fn is_quiet(
     obs: &Observed,
     previous: Option<&LiveWallet>,
     state: Option<&WalletScanState>,
-    tracked: Option<&Vec<TrackedPosition>>,
+    follows_any: bool,
 ) -> bool {
     let Some(s) = state else {
         return false;
     };
-    let covered = covered_by(state, previous);
+    let covered = covered_by(read_dexes(state), previous);
     obs.positions.is_empty()
         && obs.account_value.0 <= BigDecimal::zero()
         && previous.is_none_or(LiveWallet::holds_nothing)
-        && tracked.is_none_or(Vec::is_empty)
+        && !follows_any
         && s.first_seen_at.is_some()
         && s.missed_scans == 0
         && obs.dexes.iter().all(|d| covered.contains(d))
@@ -203,10 +214,9 @@ pub struct Book {
     /// wallets read while `track` discovers an exchange; see
     /// [`Book::published`]).
     pub(crate) wallets: HashMap<String, Box<LiveWallet>>,
-    /// The analytics history of every wallet read.
-    pub(crate) states: HashMap<String, Box<WalletScanState>>,
-    /// The positions followed for the analytics, by wallet.
-    pub(crate) tracked: HashMap<String, Vec<TrackedPosition>>,
+    /// The analytics history of every wallet held: its scan state and
+    /// followed positions.
+    pub(crate) states: HashMap<String, Box<Kept>>,
     /// Wallets read since the last publish.
     pub(crate) pending: BTreeMap<String, Pending>,
     next_read: u64,
@@ -286,17 +296,18 @@ impl Book {
                 book.wallets.insert(w.address.clone(), Box::new(live));
             }
             base.tally = tally;
+            // Only the wallets it holds (the others are read with their
+            // state: see `apply_read`). The followed positions are read with
+            // the states they are stored with.
+            let mut followed = store.tracked_positions()?;
             store.each_wallet_scan_state(STATES_PER_PAGE, |state| {
                 each_state(&state);
                 if book.wallets.contains_key(&state.address) {
-                    book.states.insert(state.address.clone(), Box::new(state));
+                    let tracked = followed.remove(&state.address).unwrap_or_default();
+                    let kept = Kept::of(&state, &tracked, &mut book.symbols);
+                    book.states.insert(state.address.clone(), Box::new(kept));
                 }
             })?;
-            book.tracked = store.tracked_positions()?;
-            // Only the wallets it holds (the others are read with their
-            // state: see `apply_read`).
-            book.tracked
-                .retain(|a, _| book.wallets.contains_key(a.as_str()));
         } else {
             log::warn!(
                 "the served data version {} came from {:?}: its {} wallets are replaced by the first publish",
@@ -328,9 +339,6 @@ impl Book {
             stored.wallets.insert(address.clone(), latest);
             if let Some(s) = self.states.remove(&address) {
                 stored.states.insert(address.clone(), s);
-            }
-            if let Some(t) = self.tracked.remove(&address) {
-                stored.tracked.insert(address.clone(), t);
             }
             stored.pending.insert(address, pending);
         }
@@ -368,28 +376,25 @@ impl Book {
                 coins: obs.unvalued,
             }));
         }
-        let loaded = if self.states.contains_key(address) {
-            None
-        } else {
-            self.tracked.remove(address);
-            stored(address)?
+        // Its history in the store's form, for this read only: the book's,
+        // or the store's when the book does not hold it.
+        let (state_before, tracked_before) = match self.states.get(address) {
+            Some(kept) => (Some(kept.state(address)), kept.tracked(address)),
+            None => match stored(address)? {
+                Some((state, tracked)) => (Some(state), tracked),
+                None => (None, Vec::new()),
+            },
         };
-        let state_before = loaded
-            .as_ref()
-            .map(|h| &h.0)
-            .or(self.states.get(address).map(|s| &**s));
-        let tracked_before = loaded.as_ref().map(|h| &h.1).or(self.tracked.get(address));
         let previous = self.wallets.get(address).map(|w| &**w);
-        if is_quiet(&obs, previous, state_before, tracked_before) {
+        if is_quiet(
+            &obs,
+            previous,
+            state_before.as_ref(),
+            !tracked_before.is_empty(),
+        ) {
             return Ok(Applied::Unchanged);
         }
-        if let Some((state, tracked)) = loaded {
-            self.states.insert(address.to_owned(), Box::new(state));
-            if !tracked.is_empty() {
-                self.tracked.insert(address.to_owned(), tracked);
-            }
-        }
-        let covered_before = self.covered(address);
+        let covered_before = covered_by(read_dexes(state_before.as_ref()), previous);
         let previous = self.wallets.remove(address);
         if let Some(previous) = &previous {
             let unread: Vec<MarketPosition> = previous
@@ -400,26 +405,18 @@ impl Book {
                 .collect();
             obs.positions.extend(unread);
         }
-        let (mut state, follow, analytics) = follow_positions(
-            address,
-            self.states.get(address).map(|s| &**s),
-            self.tracked.get(address),
-            &obs,
-        );
+        let (mut state, follow, analytics) =
+            follow_positions(address, state_before.as_ref(), Some(&tracked_before), &obs);
         let covered: BTreeSet<String> = covered_before
             .iter()
             .cloned()
             .chain(obs.dexes.iter().cloned())
             .collect();
         state.read_dexes = Some(covered.into_iter().collect());
-        self.states.insert(address.to_owned(), Box::new(state));
-        // A wallet that holds nothing follows nothing: no entry (most
-        // wallets of a whole exchange are empty).
-        if follow.is_empty() {
-            self.tracked.remove(address);
-        } else {
-            self.tracked.insert(address.to_owned(), follow);
-        }
+        self.states.insert(
+            address.to_owned(),
+            Box::new(Kept::of(&state, &follow, &mut self.symbols)),
+        );
         let input = WalletInput {
             address: address.to_owned(),
             label,
@@ -457,8 +454,9 @@ impl Book {
 
     /// The dexes a wallet's observation covers: see [`covered_by`].
     pub(crate) fn covered(&self, address: &str) -> BTreeSet<String> {
+        let kept = self.states.get(address).and_then(|k| k.read_dexes());
         covered_by(
-            self.states.get(address).map(|s| &**s),
+            kept.map(|d| d.iter().map(|d| &**d)),
             self.wallets.get(address).map(|w| &**w),
         )
     }
@@ -509,7 +507,6 @@ impl Book {
                     if w.wallet.holds_nothing() {
                         self.wallets.remove(&w.address);
                         self.states.remove(&w.address);
-                        self.tracked.remove(&w.address);
                     }
                 }
                 Some(p) => {
@@ -583,8 +580,16 @@ mod tests {
             .unwrap();
         let held: Vec<MarketPosition> = book.wallets["0xa"].model_positions().collect();
         assert_eq!(held, [tsla]);
-        assert_eq!(book.tracked["0xa"].len(), 1, "TSLA is still followed");
-        assert_eq!(book.states["0xa"].closed_count, 1, "BTC was closed");
+        assert_eq!(
+            book.states["0xa"].followed.len(),
+            1,
+            "TSLA is still followed"
+        );
+        assert_eq!(
+            book.states["0xa"].state("0xa").closed_count,
+            1,
+            "BTC was closed"
+        );
     }
 
     #[test]

@@ -445,11 +445,11 @@ impl Changes {
         }
         let states: Vec<WalletScanState> = include
             .iter()
-            .filter_map(|a| book.states.get(a).map(|s| (**s).clone()))
+            .filter_map(|a| book.states.get(a).map(|k| k.state(a)))
             .collect();
         let tracked: Vec<TrackedPosition> = include
             .iter()
-            .flat_map(|a| book.tracked.get(a).into_iter().flatten().cloned())
+            .flat_map(|a| book.states.get(a).map(|k| k.tracked(a)).unwrap_or_default())
             .collect();
         let frozen = frozen_days(base.observed_at.map(|t| (t, base.days.as_slice())), now);
         Ok(Changes {
