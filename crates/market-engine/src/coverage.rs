@@ -25,55 +25,74 @@ pub fn wallet_freshness(
     as_of: OffsetDateTime,
     wallets: impl IntoIterator<Item = (SizeClass, Option<OffsetDateTime>)>,
 ) -> WalletFreshness {
+    freshness_of_ages(wallets.into_iter().map(|(class, read)| {
+        (
+            class,
+            read.map(|at| (as_of - at).whole_seconds().max(0) as u64),
+        )
+    }))
+}
+
+/// [`wallet_freshness`] from each wallet's age: the whole seconds since its
+/// last read (`None`: never read). A writer that keeps its registry's
+/// instants as integers (`track`, a million wallets at each publish) counts
+/// the ages without a calendar instant each.
+pub fn freshness_of_ages(
+    wallets: impl IntoIterator<Item = (SizeClass, Option<u64>)>,
+) -> WalletFreshness {
     let mut ages: [Vec<u64>; 3] = Default::default();
     let mut counts = [0u64; 3];
     let mut never = [0u64; 3];
-    for (class, read) in wallets {
+    // Read within a minute, five minutes, an hour.
+    let mut within = [0u64; 3];
+    for (class, age) in wallets {
         let i = CLASSES
             .iter()
             .position(|c| *c == class)
             .expect("CLASSES lists every size class");
         counts[i] += 1;
-        match read {
-            Some(at) => ages[i].push((as_of - at).whole_seconds().max(0) as u64),
+        match age {
+            Some(a) => {
+                for (n, limit) in within.iter_mut().zip([60, 300, 3600]) {
+                    *n += u64::from(a <= limit);
+                }
+                ages[i].push(a);
+            }
             None => never[i] += 1,
         }
     }
-    let within = |secs: u64| ages.iter().flatten().filter(|&&a| a <= secs).count() as u64;
-    let (m1, m5, h1) = (within(60), within(300), within(3600));
     let by_size_class = CLASSES
         .iter()
         .zip(ages.iter_mut())
         .enumerate()
-        .map(|(i, (&size_class, ages))| {
-            ages.sort_unstable();
-            ClassStaleness {
-                size_class,
-                wallets: counts[i],
-                never_read: never[i],
-                p50_seconds: nearest_rank(ages, 50),
-                p99_seconds: nearest_rank(ages, 99),
-            }
+        .map(|(i, (&size_class, ages))| ClassStaleness {
+            size_class,
+            wallets: counts[i],
+            never_read: never[i],
+            p50_seconds: nearest_rank(ages, 50),
+            p99_seconds: nearest_rank(ages, 99),
         })
         .collect();
     WalletFreshness {
         tracked: counts.iter().sum(),
         never_read: never.iter().sum(),
-        refreshed_within1m: m1,
-        refreshed_within5m: m5,
-        refreshed_within1h: h1,
+        refreshed_within1m: within[0],
+        refreshed_within5m: within[1],
+        refreshed_within1h: within[2],
         by_size_class,
     }
 }
 
-/// The `pct`th percentile of sorted values by the nearest-rank method: the
+/// The `pct`th percentile of `values` by the nearest-rank method: the
 /// smallest value with at least `pct` % of the values at or below it.
-fn nearest_rank(sorted: &[u64], pct: u64) -> Option<u64> {
-    if sorted.is_empty() {
+/// Selected, not sorted (a million ages at each publish); `values` is left
+/// reordered.
+fn nearest_rank(values: &mut [u64], pct: u64) -> Option<u64> {
+    if values.is_empty() {
         return None;
     }
-    let rank = (sorted.len() as u64 * pct).div_ceil(100).max(1);
-    sorted.get(rank as usize - 1).copied()
+    let rank = (values.len() as u64 * pct).div_ceil(100).max(1);
+    Some(*values.select_nth_unstable(rank as usize - 1).1)
 }
 
 /// `covered / total` rounded half-up to 4 decimals; `None` when `total` is not positive.
@@ -193,12 +212,16 @@ mod tests {
 
     #[test]
     fn percentiles_are_nearest_rank() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(nearest_rank(&v, 50), Some(50));
-        assert_eq!(nearest_rank(&v, 99), Some(99));
-        assert_eq!(nearest_rank(&[7], 99), Some(7));
-        assert_eq!(nearest_rank(&[1, 2, 3], 50), Some(2));
-        assert_eq!(nearest_rank(&[], 50), None);
+        let mut v: Vec<u64> = (1..=100).collect();
+        assert_eq!(nearest_rank(&mut v, 50), Some(50));
+        assert_eq!(nearest_rank(&mut v, 99), Some(99));
+        // In any order, and with ties.
+        let mut v: Vec<u64> = (1..=100).rev().chain([50, 50]).collect();
+        assert_eq!(nearest_rank(&mut v, 50), Some(50));
+        assert_eq!(nearest_rank(&mut v, 99), Some(99));
+        assert_eq!(nearest_rank(&mut [7], 99), Some(7));
+        assert_eq!(nearest_rank(&mut [3, 1, 2], 50), Some(2));
+        assert_eq!(nearest_rank(&mut [], 50), None);
     }
 
     #[test]
@@ -240,6 +263,47 @@ mod tests {
             (Some(0), Some(7200))
         );
         assert_eq!(f.by_size_class[1].p50_seconds, Some(3000));
+    }
+
+    proptest::proptest! {
+        /// Counted in one pass and selected, the freshness is what sorting
+        /// each class's ages and counting each window over them gives.
+        #[test]
+        fn freshness_of_ages_is_what_sorting_gives(
+            wallets in proptest::collection::vec(
+                (0..3usize, proptest::option::of(0u64..5_000)),
+                0..300,
+            )
+        ) {
+            let wallets: Vec<(SizeClass, Option<u64>)> =
+                wallets.into_iter().map(|(c, a)| (CLASSES[c], a)).collect();
+            let f = freshness_of_ages(wallets.iter().copied());
+            let read: Vec<u64> = wallets.iter().filter_map(|w| w.1).collect();
+            let within = |s: u64| read.iter().filter(|&&a| a <= s).count() as u64;
+            proptest::prop_assert_eq!(f.tracked, wallets.len() as u64);
+            proptest::prop_assert_eq!(
+                (f.refreshed_within1m, f.refreshed_within5m, f.refreshed_within1h),
+                (within(60), within(300), within(3600))
+            );
+            for (i, class) in CLASSES.iter().enumerate() {
+                let mut ages: Vec<u64> = wallets
+                    .iter()
+                    .filter(|w| w.0 == *class)
+                    .filter_map(|w| w.1)
+                    .collect();
+                ages.sort_unstable();
+                let rank = |pct: usize| {
+                    (!ages.is_empty()).then(|| ages[(ages.len() * pct).div_ceil(100).max(1) - 1])
+                };
+                let c = &f.by_size_class[i];
+                proptest::prop_assert_eq!(c.size_class, *class);
+                proptest::prop_assert_eq!(
+                    c.never_read,
+                    wallets.iter().filter(|w| w.0 == *class && w.1.is_none()).count() as u64
+                );
+                proptest::prop_assert_eq!((c.p50_seconds, c.p99_seconds), (rank(50), rank(99)));
+            }
+        }
     }
 
     fn market(symbol: &str, price: &str, oi: &str) -> Market {

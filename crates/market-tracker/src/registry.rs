@@ -29,6 +29,13 @@ impl Moment {
         Moment(NonZeroI64::new(nanos).unwrap_or(NonZeroI64::new(1).expect("one is not zero")))
     }
 
+    /// The whole seconds from this instant to `later` (0 when `later` is
+    /// not later), without a calendar instant of either.
+    pub fn whole_seconds_until(self, later: Moment) -> u64 {
+        let nanos = later.0.get().saturating_sub(self.0.get()).max(0);
+        (nanos / 1_000_000_000) as u64
+    }
+
     /// The instant, in UTC.
     pub fn at(self) -> OffsetDateTime {
         OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0.get()))

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bigdecimal::BigDecimal;
 use market_engine::aggregate::compact_size_class;
-use market_engine::coverage::wallet_freshness;
+use market_engine::coverage::freshness_of_ages;
 use market_engine::Quote;
 use market_ingest::client::InfoSource;
 use market_ingest::scan::{
@@ -19,7 +19,7 @@ use market_ingest::scan::{
 use market_ingest::source::{AssetCtx, AssetMeta, MetaAndAssetCtxs, PerpDex};
 use market_ingest::{mapping, ScanConfig, WalletEntry};
 use market_model::timestamp::now_seconds;
-use market_model::{Candle, Decimal, SizeClass};
+use market_model::{Candle, Decimal, SizeClass, WalletFreshness};
 use market_store::{Store, StoreError};
 use serde_json::json;
 use time::OffsetDateTime;
@@ -625,15 +625,7 @@ impl Tracker {
             .collect();
         let (registry, freshness) = {
             let mut schedule = lock(&self.schedule);
-            let freshness = wallet_freshness(
-                now,
-                schedule.iter().map(|t| {
-                    (
-                        registry_class(&t.entry),
-                        t.entry.last_read_at.map(Moment::at),
-                    )
-                }),
-            );
+            let freshness = registry_freshness(&schedule, now);
             (schedule.take_unsaved_up_to(REGISTRY_PER_SAVE), freshness)
         };
         let input = PublishInput {
@@ -714,6 +706,19 @@ impl Tracker {
 
 /// The size class of a registry entry: by the account value of its last
 /// read, else by its leaderboard account value, else `shrimp`.
+/// The freshness of every registry entry as of `now`, the coverage report's
+/// `wallets`. A pass over a million entries at each publish, under the
+/// schedule's lock: the ages are counted on the entries' integer instants.
+pub fn registry_freshness(schedule: &Schedule, now: OffsetDateTime) -> WalletFreshness {
+    let now = Moment::of(now);
+    freshness_of_ages(schedule.iter().map(|t| {
+        (
+            registry_class(&t.entry),
+            t.entry.last_read_at.map(|at| at.whole_seconds_until(now)),
+        )
+    }))
+}
+
 fn registry_class(e: &Entry) -> SizeClass {
     let value = if e.last_read_at.is_some() {
         e.account_value.as_ref()
