@@ -67,6 +67,14 @@ impl CompactDecimal {
         }
     }
 
+    /// Its sign, as its comparison with zero (`-0.0` is zero).
+    pub fn cmp_zero(&self) -> Ordering {
+        match &self.0 {
+            Repr::Small { mantissa, .. } => mantissa.cmp(&0),
+            Repr::Big(b) => b.sign().cmp(&bigdecimal::num_bigint::Sign::NoSign),
+        }
+    }
+
     /// Numeric comparison (`1.0` equals `1`).
     pub fn cmp_value(&self, other: &CompactDecimal) -> Ordering {
         match (self.fixed(), other.fixed()) {
@@ -112,5 +120,9 @@ mod tests {
         assert!(c("1.0").cmp_value(&c("1")).is_eq());
         assert!(c("0.99").cmp_value(&c("1")).is_lt());
         assert!(c("1234567890123456789012345").cmp_value(&c("2")).is_gt());
+        assert!(c("-0.0").cmp_zero().is_eq());
+        assert!(c("0.0001").cmp_zero().is_gt());
+        assert!(c("-1234567890123456789012345.5").cmp_zero().is_lt());
+        assert!(c("1234567890123456789012345.5").cmp_zero().is_gt());
     }
 }

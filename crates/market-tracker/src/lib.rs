@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod account;
 pub mod discovery;
 pub mod followed;
 pub mod held;

@@ -10,6 +10,7 @@ use market_engine::{Quote, Tally, VersionChanges, WalletInput};
 use market_ingest::scan::{follow_positions, wallet_input_from, Observed};
 use market_model::{LiquidityDay, MarketPosition};
 
+use crate::account::Account;
 use crate::held::{Held, Symbols};
 use crate::kept::Kept;
 use time::OffsetDateTime;
@@ -69,8 +70,9 @@ impl Base {
 /// What is known of one wallet's holdings.
 #[derive(Clone, Debug)]
 pub struct LiveWallet {
-    /// The engine input that serves it (account value, analytics, label).
-    pub input: WalletInput,
+    /// The engine input that serves it (account value, analytics, label),
+    /// compact.
+    pub input: Account,
     /// Its open positions at that observation.
     pub positions: Vec<Held>,
 }
@@ -78,17 +80,13 @@ pub struct LiveWallet {
 impl LiveWallet {
     /// Whether it is served: it holds equity or a position in one of `symbols`.
     pub fn served(&self, symbols: &impl Fn(&str) -> bool) -> bool {
-        self.input.account_value.0 > BigDecimal::zero()
-            || self.positions.iter().any(|p| symbols(&p.symbol))
+        self.input.has_equity() || self.positions.iter().any(|p| symbols(&p.symbol))
     }
 
     /// Whether it holds nothing the book must keep: no equity, no position,
     /// nothing carried from read to read (KOL links).
     pub fn holds_nothing(&self) -> bool {
-        self.input.account_value.0 <= BigDecimal::zero()
-            && self.positions.is_empty()
-            && self.input.kols.is_empty()
-            && self.input.kol_profile.is_none()
+        !self.input.has_equity() && self.positions.is_empty() && !self.input.has_kol()
     }
 
     /// Its positions as model structs.
@@ -276,7 +274,7 @@ impl Book {
             let mut tally = Some(Tally::of_markets(&loaded.version.markets));
             for w in &loaded.version.wallets {
                 let live = LiveWallet {
-                    input: wallet_input_from(w),
+                    input: Account::of(wallet_input_from(w)),
                     positions: positions.remove(w.address.as_str()).unwrap_or_default(),
                 };
                 // A wallet this tracker would not serve (a scan serves every
@@ -287,7 +285,7 @@ impl Book {
                 }
                 if let Some(t) = &mut tally {
                     let model: Vec<MarketPosition> = live.model_positions().collect();
-                    if t.add(&w.address, &live.input.account_value.0, &model)
+                    if t.add(&w.address, &live.input.account_value().to_big(), &model)
                         .is_err()
                     {
                         tally = None;
@@ -417,19 +415,17 @@ impl Book {
             address.to_owned(),
             Box::new(Kept::of(&state, &follow, &mut self.symbols)),
         );
-        let input = WalletInput {
+        let (kols, kol_profile) = previous.as_ref().map(|p| p.input.kol()).unwrap_or_default();
+        let input = Account::of(WalletInput {
             address: address.to_owned(),
             label,
             tags,
-            kols: previous
-                .as_ref()
-                .map(|p| p.input.kols.clone())
-                .unwrap_or_default(),
-            kol_profile: previous.as_ref().and_then(|p| p.input.kol_profile.clone()),
+            kols,
+            kol_profile,
             account_value: obs.account_value,
             observed_at: obs.observed_at,
             analytics,
-        };
+        });
         let read = self.next_read;
         self.next_read += 1;
         self.pending

@@ -493,7 +493,7 @@ fn tally_wallet(
     quoted: &impl Fn(&str) -> bool,
 ) -> Result<(Wallet, Vec<MarketPosition>), AggregateError> {
     let mut served = served_positions(w, quoted);
-    let wallet = materialize_wallet(w.input.clone(), &mut served, quoted)?;
+    let wallet = materialize_wallet(w.input.to_input(), &mut served, quoted)?;
     tally
         .add(&wallet.address, &wallet.account_total_value.0, &served)
         .map_err(|u| AggregateError::UnknownAsset {
@@ -553,7 +553,7 @@ fn incremental(
             };
             let positions = served_positions(old, &quoted);
             if tally
-                .remove(a, &old.input.account_value.0, &positions)
+                .remove(a, &old.input.account_value().to_big(), &positions)
                 .is_err()
             {
                 return Ok(None);
@@ -591,7 +591,7 @@ fn whole(
         if !w.served(&quoted) {
             continue;
         }
-        let a = w.input.address.as_str();
+        let a: &str = &w.input.address;
         let changed = include.contains(a)
             || !base.served.contains(a)
             || w.positions.iter().any(|p| moved(&p.symbol));
