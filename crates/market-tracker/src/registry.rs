@@ -145,6 +145,25 @@ mod tests {
     use time::macros::datetime;
 
     #[test]
+    fn whole_seconds_are_what_the_calendar_instants_give() {
+        let now = datetime!(2026-11-28 12:00:00 UTC);
+        for at in [
+            datetime!(2026-11-28 11:58:59.999999999 UTC),
+            datetime!(2026-11-28 11:59:00 UTC),
+            datetime!(2026-11-27 12:00:00.5 UTC),
+            now,
+            // After `now` (a clock step): zero.
+            datetime!(2026-11-28 12:00:01 UTC),
+        ] {
+            assert_eq!(
+                Moment::of(at).whole_seconds_until(Moment::of(now)),
+                (now - at).whole_seconds().max(0) as u64,
+                "{at}"
+            );
+        }
+    }
+
+    #[test]
     fn an_entry_comes_back_as_it_was_persisted() {
         let mut e = RegistryEntry::new(
             "0xabc".into(),

@@ -704,8 +704,6 @@ impl Tracker {
     }
 }
 
-/// The size class of a registry entry: by the account value of its last
-/// read, else by its leaderboard account value, else `shrimp`.
 /// The freshness of every registry entry as of `now`, the coverage report's
 /// `wallets`. A pass over a million entries at each publish, under the
 /// schedule's lock: the ages are counted on the entries' integer instants.
@@ -719,6 +717,8 @@ pub fn registry_freshness(schedule: &Schedule, now: OffsetDateTime) -> WalletFre
     }))
 }
 
+/// The size class of a registry entry: by the account value of its last
+/// read, else by its leaderboard account value, else `shrimp`.
 fn registry_class(e: &Entry) -> SizeClass {
     let value = if e.last_read_at.is_some() {
         e.account_value.as_ref()
