@@ -25,12 +25,12 @@ pub struct Account {
     account_value: CompactDecimal,
     /// When it was observed.
     pub observed_at: Moment,
-    analytics: Option<Box<Kept>>,
+    analytics: Option<Box<CompactAnalytics>>,
 }
 
 /// [`Analytics`], compact.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Kept {
+struct CompactAnalytics {
     net_pnl: CompactDecimal,
     roi: CompactDecimal,
     win_rate: CompactDecimal,
@@ -51,7 +51,7 @@ impl Account {
             account_value: CompactDecimal::from(&input.account_value),
             observed_at: Moment::of(input.observed_at),
             analytics: input.analytics.map(|a| {
-                Box::new(Kept {
+                Box::new(CompactAnalytics {
                     net_pnl: CompactDecimal::from(&a.net_pnl),
                     roi: CompactDecimal::from(&a.roi),
                     win_rate: CompactDecimal::from(&a.win_rate),
