@@ -64,10 +64,7 @@ impl Account {
 
     /// The engine's input it denotes.
     pub fn to_input(&self) -> WalletInput {
-        let (kols, kol_profile) = match &self.kol {
-            Some(k) => (k.0.clone(), k.1.clone()),
-            None => (Vec::new(), None),
-        };
+        let (kols, kol_profile) = self.kol();
         WalletInput {
             address: self.address.to_string(),
             label: self.label.as_deref().map(str::to_owned),
