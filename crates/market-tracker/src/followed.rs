@@ -1,7 +1,7 @@
 //! A followed position as the book holds it: what the store's
 //! [`TrackedPosition`] says but the address (the book's key already is the
 //! wallet), its symbol shared with every other position in the market, its
-//! instant as a [`Moment`] and its uPnL compact. 48 bytes, where a
+//! instant as a [`Moment`] and its uPnL compact. 40 bytes, where a
 //! `TrackedPosition` takes about 200 with its heap (an owned address and
 //! symbol, a `BigDecimal`): an own node follows a million positions.
 
@@ -79,7 +79,7 @@ mod tests {
         let again = Followed::of(&t, &mut symbols);
         assert!(Arc::ptr_eq(&f.symbol, &again.symbol), "one copy per symbol");
         assert!(
-            std::mem::size_of::<Followed>() <= 48,
+            std::mem::size_of::<Followed>() <= 40,
             "{}",
             std::mem::size_of::<Followed>()
         );

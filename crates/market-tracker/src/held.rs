@@ -1,16 +1,17 @@
-//! A position as the book holds it: its decimals compact (16 bytes each
-//! instead of a `BigDecimal`'s 32 and a heap allocation), its symbol shared
-//! with every other position in the market, and nothing the wallet already
-//! says (address, label, tags) or the symbol repeats (the size unit). A
-//! model position (about 1 KB with its heap) is made back only for the
-//! wallets a publish writes.
+//! A position as the book holds it: its decimals compact (8 bytes each
+//! instead of a `BigDecimal`'s 32 and a heap allocation), its instant in 8
+//! bytes, its symbol shared with every other position in the market, and
+//! nothing the wallet already says (address, label, tags) or the symbol
+//! repeats (the size unit): 112 bytes. A model position (about 1 KB with
+//! its heap) is made back only for the wallets a publish writes.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use market_engine::CompactDecimal;
 use market_model::{Direction, MarketPosition, MarketPositionText, PlainDecimal};
-use time::OffsetDateTime;
+
+use crate::registry::Moment;
 
 /// One open position of a wallet in the book.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,7 +21,7 @@ pub struct Held {
     /// Long or short.
     pub direction: Direction,
     /// When it was observed.
-    pub observed_at: OffsetDateTime,
+    observed_at: Moment,
     value: CompactDecimal,
     liq: Option<CompactDecimal>,
     leverage: CompactDecimal,
@@ -56,7 +57,7 @@ impl Held {
         Held {
             symbol: symbols.get(&p.symbol),
             direction: p.direction,
-            observed_at: p.observed_at,
+            observed_at: p.observed_at.into(),
             value: (&p.position_value).into(),
             liq: p.liq_price.as_ref().map(CompactDecimal::from),
             leverage: (&p.leverage).into(),
@@ -78,7 +79,7 @@ impl Held {
         Held {
             symbol: Arc::from(p.symbol),
             direction: p.direction,
-            observed_at: p.observed_at,
+            observed_at: p.observed_at.into(),
             value: d(&p.position_value),
             liq: p.liq_price.as_ref().map(d),
             leverage: d(&p.leverage),
@@ -108,7 +109,7 @@ impl Held {
             direction: self.direction,
             position_value: self.value.to_decimal(),
             liq_price: self.liq.as_ref().map(CompactDecimal::to_decimal),
-            observed_at: self.observed_at,
+            observed_at: self.observed_at.at(),
             leverage: self.leverage.to_decimal(),
             size: self.size.to_decimal(),
             size_unit: self.symbol.to_string(),
@@ -150,7 +151,7 @@ mod tests {
             "one copy per symbol"
         );
         assert!(
-            std::mem::size_of::<Held>() <= 200,
+            std::mem::size_of::<Held>() <= 112,
             "{}",
             std::mem::size_of::<Held>()
         );

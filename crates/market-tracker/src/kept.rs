@@ -132,7 +132,7 @@ mod tests {
         };
         assert_eq!(Kept::of(&empty, &[], &mut symbols).state("0xb"), empty);
         assert!(
-            std::mem::size_of::<Kept>() <= 128,
+            std::mem::size_of::<Kept>() <= 96,
             "{}",
             std::mem::size_of::<Kept>()
         );

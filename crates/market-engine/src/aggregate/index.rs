@@ -28,7 +28,7 @@ pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 /// before anything moves).
 ///
 /// [`materialize`]: fn@super::materialize
-#[allow(unsafe_code)] // the one unsafe block of the engine; SAFETY below
+#[allow(unsafe_code)] // SAFETY below
 pub(super) fn permute_in_place<T>(items: &mut [T], order: &mut [u32]) {
     assert_eq!(items.len(), order.len(), "one index per item");
     let mut seen = vec![false; order.len()];
