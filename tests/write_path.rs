@@ -910,7 +910,7 @@ fn run(backend: Backend, steps: &[Step], paths: &Paths) -> Result<(), TestCaseEr
                 if oracle.foreign {
                     took(&paths.rebased);
                 }
-                let held_before: Vec<String> = sut.publisher.held_back().keys().cloned().collect();
+                let held_before: Vec<_> = sut.publisher.held_back().keys().cloned().collect();
                 let published = sut
                     .publisher
                     .publish(&sut.store, &sut.book, &publish_input());

@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod account;
+pub mod address;
 pub mod discovery;
 pub mod followed;
 pub mod held;

@@ -11,6 +11,7 @@ use market_ingest::scan::{follow_positions, wallet_input_from, Observed};
 use market_model::{LiquidityDay, MarketPosition};
 
 use crate::account::Account;
+use crate::address::Address;
 use crate::held::{Held, Symbols};
 use crate::kept::Kept;
 use time::OffsetDateTime;
@@ -31,7 +32,7 @@ pub struct Base {
     /// Its data version (0 before the first).
     pub version: i64,
     /// The wallets it served.
-    pub served: HashSet<String>,
+    pub served: HashSet<Address>,
     /// The markets it served.
     pub symbols: HashSet<String>,
     /// Its `current` liquidity days (frozen by the first publish of a new UTC day).
@@ -55,10 +56,10 @@ impl Base {
         tally: Tally,
     ) {
         for a in &changes.removed {
-            self.served.remove(a);
+            self.served.remove(&Address::of(a));
         }
         self.served
-            .extend(changes.wallets.into_iter().map(|w| w.address));
+            .extend(changes.wallets.iter().map(|w| Address::of(&w.address)));
         self.version = version;
         self.symbols = quotes.iter().map(|q| q.symbol.clone()).collect();
         self.days = changes.current_days;
@@ -91,9 +92,8 @@ impl LiveWallet {
 
     /// Its positions as model structs.
     pub fn model_positions(&self) -> impl Iterator<Item = MarketPosition> + '_ {
-        self.positions
-            .iter()
-            .map(|p| p.to_position(&self.input.address))
+        let address = self.input.address.to_string();
+        self.positions.iter().map(move |p| p.to_position(&address))
     }
 }
 
@@ -196,7 +196,7 @@ pub(crate) struct Pending {
 /// and the dexes it covers.
 #[derive(Clone, Debug)]
 pub(crate) struct Written {
-    pub(crate) address: String,
+    pub(crate) address: Address,
     pub(crate) read: u64,
     pub(crate) wallet: LiveWallet,
     pub(crate) covered: BTreeSet<String>,
@@ -211,12 +211,12 @@ pub struct Book {
     /// wallet (its buckets stay as many as its largest size, a million
     /// wallets read while `track` discovers an exchange; see
     /// [`Book::published`]).
-    pub(crate) wallets: HashMap<String, Box<LiveWallet>>,
+    pub(crate) wallets: HashMap<Address, Box<LiveWallet>>,
     /// The analytics history of every wallet held: its scan state and
     /// followed positions.
-    pub(crate) states: HashMap<String, Box<Kept>>,
+    pub(crate) states: HashMap<Address, Box<Kept>>,
     /// Wallets read since the last publish.
-    pub(crate) pending: BTreeMap<String, Pending>,
+    pub(crate) pending: BTreeMap<Address, Pending>,
     next_read: u64,
     /// The symbols of the positions held.
     symbols: Symbols,
@@ -253,7 +253,7 @@ impl Book {
             .version
             .wallets
             .iter()
-            .map(|w| w.address.clone())
+            .map(|w| Address::of(&w.address))
             .collect();
         base.symbols = loaded
             .version
@@ -291,7 +291,7 @@ impl Book {
                         tally = None;
                     }
                 }
-                book.wallets.insert(w.address.clone(), Box::new(live));
+                book.wallets.insert(Address::of(&w.address), Box::new(live));
             }
             base.tally = tally;
             // Only the wallets it holds (the others are read with their
@@ -300,10 +300,11 @@ impl Book {
             let mut followed = store.tracked_positions()?;
             store.each_wallet_scan_state(STATES_PER_PAGE, |state| {
                 each_state(&state);
-                if book.wallets.contains_key(&state.address) {
+                let key = Address::of(&state.address);
+                if book.wallets.contains_key(&key) {
                     let tracked = followed.remove(&state.address).unwrap_or_default();
                     let kept = Kept::of(&state, &tracked, &mut book.symbols);
-                    book.states.insert(state.address.clone(), Box::new(kept));
+                    book.states.insert(key, Box::new(kept));
                 }
             })?;
         } else {
@@ -376,14 +377,15 @@ impl Book {
         }
         // Its history in the store's form, for this read only: the book's,
         // or the store's when the book does not hold it.
-        let (state_before, tracked_before) = match self.states.get(address) {
+        let key = Address::of(address);
+        let (state_before, tracked_before) = match self.states.get(&key) {
             Some(kept) => (Some(kept.state(address)), kept.tracked(address)),
             None => match stored(address)? {
                 Some((state, tracked)) => (Some(state), tracked),
                 None => (None, Vec::new()),
             },
         };
-        let previous = self.wallets.get(address).map(|w| &**w);
+        let previous = self.wallets.get(&key).map(|w| &**w);
         if is_quiet(
             &obs,
             previous,
@@ -393,7 +395,7 @@ impl Book {
             return Ok(Applied::Unchanged);
         }
         let covered_before = covered_by(read_dexes(state_before.as_ref()), previous);
-        let previous = self.wallets.remove(address);
+        let previous = self.wallets.remove(&key);
         if let Some(previous) = &previous {
             let unread: Vec<MarketPosition> = previous
                 .positions
@@ -412,7 +414,7 @@ impl Book {
             .collect();
         state.read_dexes = Some(covered.into_iter().collect());
         self.states.insert(
-            address.to_owned(),
+            key.clone(),
             Box::new(Kept::of(&state, &follow, &mut self.symbols)),
         );
         let (kols, kol_profile) = previous.as_ref().map(|p| p.input.kol()).unwrap_or_default();
@@ -429,7 +431,7 @@ impl Book {
         let read = self.next_read;
         self.next_read += 1;
         self.pending
-            .entry(address.to_owned())
+            .entry(key.clone())
             .and_modify(|p| p.read = read)
             .or_insert(Pending {
                 read,
@@ -441,15 +443,13 @@ impl Book {
             .iter()
             .map(|p| Held::of(p, &mut self.symbols))
             .collect();
-        self.wallets.insert(
-            address.to_owned(),
-            Box::new(LiveWallet { input, positions }),
-        );
+        self.wallets
+            .insert(key, Box::new(LiveWallet { input, positions }));
         Ok(Applied::Pending)
     }
 
     /// The dexes a wallet's observation covers: see [`covered_by`].
-    pub(crate) fn covered(&self, address: &str) -> BTreeSet<String> {
+    pub(crate) fn covered(&self, address: &Address) -> BTreeSet<String> {
         let kept = self.states.get(address).and_then(|k| k.read_dexes());
         covered_by(
             kept.map(|d| d.iter().map(|d| &**d)),
@@ -459,7 +459,7 @@ impl Book {
 
     /// Whether the book holds `address`'s observation (it was served by the
     /// last publish, or read since).
-    pub fn holds(&self, address: &str) -> bool {
+    pub fn holds(&self, address: &Address) -> bool {
         self.wallets.contains_key(address)
     }
 
@@ -478,7 +478,7 @@ impl Book {
     /// what was last published of it.
     pub(crate) fn entries<'a>(
         &'a self,
-        include: &'a BTreeSet<String>,
+        include: &'a BTreeSet<Address>,
     ) -> impl Iterator<Item = &'a LiveWallet> + 'a {
         self.wallets
             .iter()
@@ -544,17 +544,25 @@ mod tests {
         let btc = position("0xa", "BTC", Direction::Long, "100", None);
         book.apply_read("0xa", None, vec![], read(&[""], vec![btc], &[]), none)
             .unwrap();
-        let before: Vec<MarketPosition> = book.wallets["0xa"].model_positions().collect();
-        let state = book.states["0xa"].clone();
+        let before: Vec<MarketPosition> = book.wallets[&Address::of("0xa")]
+            .model_positions()
+            .collect();
+        let state = book.states[&Address::of("0xa")].clone();
         // Marks not loaded: the BTC position could not be valued.
         let refused = book.apply_read("0xa", None, vec![], read(&[""], vec![], &["BTC"]), none);
         let Err(NotApplied::Incomplete(refused)) = refused else {
             panic!("refused as incomplete: {refused:?}");
         };
         assert_eq!(refused.coins, ["BTC"]);
-        let after: Vec<MarketPosition> = book.wallets["0xa"].model_positions().collect();
+        let after: Vec<MarketPosition> = book.wallets[&Address::of("0xa")]
+            .model_positions()
+            .collect();
         assert_eq!(after, before, "no position dropped");
-        assert_eq!(book.states["0xa"], state, "no close, no realized PnL");
+        assert_eq!(
+            book.states[&Address::of("0xa")],
+            state,
+            "no close, no realized PnL"
+        );
     }
 
     #[test]
@@ -570,19 +578,24 @@ mod tests {
             none,
         )
         .unwrap();
-        assert_eq!(book.covered("0xa"), [String::new(), "xyz".into()].into());
+        assert_eq!(
+            book.covered(&Address::of("0xa")),
+            [String::new(), "xyz".into()].into()
+        );
         // A read of the main dex only: BTC is closed, TSLA was not looked at.
         book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]), none)
             .unwrap();
-        let held: Vec<MarketPosition> = book.wallets["0xa"].model_positions().collect();
+        let held: Vec<MarketPosition> = book.wallets[&Address::of("0xa")]
+            .model_positions()
+            .collect();
         assert_eq!(held, [tsla]);
         assert_eq!(
-            book.states["0xa"].followed.len(),
+            book.states[&Address::of("0xa")].followed.len(),
             1,
             "TSLA is still followed"
         );
         assert_eq!(
-            book.states["0xa"].state("0xa").closed_count,
+            book.states[&Address::of("0xa")].state("0xa").closed_count,
             1,
             "BTC was closed"
         );
@@ -615,7 +628,10 @@ mod tests {
         let again = book.apply_read("0xa", None, vec![], empty(&[""]), none);
         assert_eq!(again.unwrap(), Applied::Unchanged);
         publish(&mut book);
-        assert!(!book.holds("0xa"), "let go of once published empty");
+        assert!(
+            !book.holds(&Address::of("0xa")),
+            "let go of once published empty"
+        );
         let stored = |_: &str| Ok(Some((book_state("0xa"), Vec::new())));
         let mut book = Book::default();
         assert_eq!(
@@ -660,18 +676,18 @@ mod tests {
         let mut book = Book::default();
         book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]), none)
             .unwrap();
-        let first = book.pending["0xa"].read;
+        let first = book.pending[&Address::of("0xa")].read;
         let written = Written {
             address: "0xa".into(),
             read: first,
-            wallet: (*book.wallets["0xa"]).clone(),
-            covered: book.covered("0xa"),
+            wallet: (*book.wallets[&Address::of("0xa")]).clone(),
+            covered: book.covered(&Address::of("0xa")),
         };
         // Read again while the publish of the first read was being written.
         book.apply_read("0xa", None, vec![], read(&[""], vec![], &[]), none)
             .unwrap();
         book.published(vec![written.clone()]);
-        let pending = &book.pending["0xa"];
+        let pending = &book.pending[&Address::of("0xa")];
         assert!(pending.read > first, "the second read is not published yet");
         assert_eq!(
             pending.published.as_ref().map(|w| w.input.observed_at),

@@ -22,6 +22,7 @@ use market_store::{
 };
 use time::{Duration, OffsetDateTime};
 
+use crate::address::Address;
 use crate::live::{Base, Book, LiveWallet, Written};
 
 /// What a publish needs besides the book.
@@ -94,7 +95,7 @@ pub struct Publisher {
     /// one. Reads of wallets served neither before nor after write a scan
     /// state only, and are all written.
     pub max_reads: usize,
-    held_back: BTreeMap<String, HeldBack>,
+    held_back: BTreeMap<Address, HeldBack>,
 }
 
 /// Why one attempt wrote nothing.
@@ -133,7 +134,7 @@ impl Publisher {
     }
 
     /// The wallets held back now, by address.
-    pub fn held_back(&self) -> &BTreeMap<String, HeldBack> {
+    pub fn held_back(&self) -> &BTreeMap<Address, HeldBack> {
         &self.held_back
     }
 
@@ -184,7 +185,7 @@ impl Publisher {
                 .filter(|(_, p)| p.read < before)
                 .filter(|(a, _)| self.held_back.get(*a).is_none_or(|h| h.until <= input.now))
                 .map(|(a, p)| (p.read, a))
-                .partition(|(_, a): &(u64, &String)| {
+                .partition(|(_, a): &(u64, &Address)| {
                     self.base.served.contains(*a)
                         || book.wallets.get(*a).is_some_and(|w| w.served(&quoted))
                 });
@@ -251,7 +252,7 @@ impl Publisher {
         book: &Mutex<Book>,
         include: &Selection,
         input: &PublishInput,
-    ) -> Vec<(String, String)> {
+    ) -> Vec<(Address, String)> {
         let part = |wallets| Selection {
             wallets,
             before: include.before,
@@ -352,14 +353,14 @@ impl Publisher {
 /// numbered below `before` (reads made once the publish began wait for the
 /// next one).
 struct Selection {
-    wallets: BTreeSet<String>,
+    wallets: BTreeSet<Address>,
     before: u64,
 }
 
 impl Selection {
     /// The selected wallets whose pending read is still below `before`: a
     /// wallet read again since the publish began waits whole.
-    fn in_book(&self, book: &Book) -> BTreeSet<String> {
+    fn in_book(&self, book: &Book) -> BTreeSet<Address> {
         self.wallets
             .iter()
             .filter(|a| book.pending.get(*a).is_some_and(|p| p.read < self.before))
@@ -399,7 +400,7 @@ impl Changes {
     fn compute(
         book: &Book,
         base: &Base,
-        include: &BTreeSet<String>,
+        include: &BTreeSet<Address>,
         input: &PublishInput,
     ) -> Result<Changes, AggregateError> {
         let now = input.now;
@@ -433,7 +434,7 @@ impl Changes {
                     .cloned()
                     .collect();
                 if !new.is_empty() {
-                    newly_read.push((a.clone(), new));
+                    newly_read.push((a.to_string(), new));
                 }
             }
             written.push(Written {
@@ -445,11 +446,16 @@ impl Changes {
         }
         let states: Vec<WalletScanState> = include
             .iter()
-            .filter_map(|a| book.states.get(a).map(|k| k.state(a)))
+            .filter_map(|a| book.states.get(a).map(|k| k.state(&a.to_string())))
             .collect();
         let tracked: Vec<TrackedPosition> = include
             .iter()
-            .flat_map(|a| book.states.get(a).map(|k| k.tracked(a)).unwrap_or_default())
+            .flat_map(|a| {
+                book.states
+                    .get(a)
+                    .map(|k| k.tracked(&a.to_string()))
+                    .unwrap_or_default()
+            })
             .collect();
         let frozen = frozen_days(base.observed_at.map(|t| (t, base.days.as_slice())), now);
         Ok(Changes {
@@ -478,10 +484,11 @@ impl Changes {
 
 /// A wallet's served positions (those in a quoted market) as model structs.
 fn served_positions(w: &LiveWallet, quoted: &impl Fn(&str) -> bool) -> Vec<MarketPosition> {
+    let address = w.input.address.to_string();
     w.positions
         .iter()
         .filter(|p| quoted(&p.symbol))
-        .map(|p| p.to_position(&w.input.address))
+        .map(|p| p.to_position(&address))
         .collect()
 }
 
@@ -532,7 +539,7 @@ fn incremental(
     book: &Book,
     base: &Base,
     tally: &Tally,
-    include: &BTreeSet<String>,
+    include: &BTreeSet<Address>,
     input: &PublishInput,
 ) -> Result<Option<(VersionChanges, Tally)>, AggregateError> {
     let mut tally = tally.clone();
@@ -553,7 +560,11 @@ fn incremental(
             };
             let positions = served_positions(old, &quoted);
             if tally
-                .remove(a, &old.input.account_value().to_big(), &positions)
+                .remove(
+                    &a.to_string(),
+                    &old.input.account_value().to_big(),
+                    &positions,
+                )
                 .is_err()
             {
                 return Ok(None);
@@ -564,7 +575,7 @@ fn incremental(
             wallets.push(wallet);
             positions.extend(served);
         } else if was_served {
-            removed.push(a.clone());
+            removed.push(a.to_string());
         }
     }
     let changes = changes_of(&tally, input, wallets, positions, removed);
@@ -577,7 +588,7 @@ fn incremental(
 fn whole(
     book: &Book,
     base: &Base,
-    include: &BTreeSet<String>,
+    include: &BTreeSet<Address>,
     input: &PublishInput,
 ) -> Result<(VersionChanges, Tally), AggregateError> {
     let symbols: HashSet<&str> = input.quotes.iter().map(|q| q.symbol.as_str()).collect();
@@ -591,7 +602,7 @@ fn whole(
         if !w.served(&quoted) {
             continue;
         }
-        let a: &str = &w.input.address;
+        let a = &w.input.address;
         let changed = include.contains(a)
             || !base.served.contains(a)
             || w.positions.iter().any(|p| moved(&p.symbol));
@@ -606,8 +617,8 @@ fn whole(
     let removed: Vec<String> = base
         .served
         .iter()
-        .filter(|a| !served.contains(a.as_str()))
-        .cloned()
+        .filter(|a| !served.contains(a))
+        .map(Address::to_string)
         .collect();
     let changes = changes_of(&tally, input, wallets, positions, removed);
     Ok((changes, tally))

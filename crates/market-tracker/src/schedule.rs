@@ -15,6 +15,7 @@ use market_model::Decimal;
 use market_store::{DiscoverySource, RegistryEntry};
 use time::{Duration, OffsetDateTime};
 
+use crate::address::Address;
 use crate::registry::{usd, Entry, Moment};
 
 /// Refresh tiers, from the most to the least valuable. While several tiers
@@ -248,7 +249,7 @@ struct Listing {
 #[derive(Clone, Debug)]
 pub struct Tracked {
     /// Its address (lowercase `0x`).
-    pub address: Box<str>,
+    pub address: Address,
     /// What is persisted, compactly ([`Entry::to_entry`] gives it back).
     pub entry: Entry,
     /// Label and tags from the wallet list (authoritative); boxed, as most
@@ -269,7 +270,7 @@ pub struct Tracked {
 impl Tracked {
     fn new(entry: &RegistryEntry, due: OffsetDateTime, tier: Tier) -> Self {
         Tracked {
-            address: Box::from(entry.address.as_str()),
+            address: Address::of(&entry.address),
             entry: Entry::of(entry),
             listing: None,
             due: due.into(),
@@ -293,7 +294,7 @@ impl Tracked {
 
     /// Its entry as it is persisted.
     pub fn to_entry(&self) -> RegistryEntry {
-        self.entry.to_entry(&self.address)
+        self.entry.to_entry(&self.address.to_string())
     }
 }
 
@@ -439,7 +440,7 @@ impl Schedule {
         &mut self,
         published: &PublishedMarks,
         now: OffsetDateTime,
-        held: impl Fn(&str) -> bool,
+        held: impl Fn(&Address) -> bool,
     ) -> usize {
         let lost: Vec<Slot> = (0..self.wallets.len())
             .filter(|&i| {
@@ -463,9 +464,10 @@ impl Schedule {
     }
 
     fn slot(&self, address: &str) -> Option<Slot> {
-        let hash = self.hasher.hash_one(address);
+        let address = Address::of(address);
+        let hash = self.hasher.hash_one(&address);
         self.index
-            .find(hash, |&i| &*self.wallets[i as usize].address == address)
+            .find(hash, |&i| self.wallets[i as usize].address == address)
             .copied()
     }
 
@@ -480,10 +482,10 @@ impl Schedule {
             hasher,
             ..
         } = self;
-        let hash = hasher.hash_one(&*t.address);
+        let hash = hasher.hash_one(&t.address);
         wallets.push(t);
         index.insert_unique(hash, slot, |&i| {
-            hasher.hash_one(&*wallets[i as usize].address)
+            hasher.hash_one(&wallets[i as usize].address)
         });
         slot
     }
@@ -1193,7 +1195,7 @@ mod tests {
         for a in wallets {
             s.mark_published(&mut marks, a, published(a));
         }
-        assert_eq!(s.redo_unpublished(&marks, restart, |a| a == "0xclosed"), 3);
+        assert_eq!(s.redo_unpublished(&marks, restart, |a| a.is("0xclosed")), 3);
         let mut due: Vec<String> = std::iter::from_fn(|| s.next_due(restart, &dexes()))
             .map(|j| j.address)
             .collect();
@@ -1320,7 +1322,11 @@ mod tests {
                     Step::Restart => {
                         let before: Vec<(String, Option<OffsetDateTime>)> = s
                             .iter()
-                            .map(|t| (t.address.to_string(), s.due_of(&t.address)))
+                            .map(|t| {
+                                let a = t.address.to_string();
+                                let due = s.due_of(&a);
+                                (a, due)
+                            })
                             .collect();
                         read_at.clear(); // the reads in memory die with the process
                         let entries: Vec<RegistryEntry> = saved.values().cloned().collect();
@@ -1331,7 +1337,7 @@ mod tests {
                         }
                         // The book holds the wallets published holding something.
                         next.redo_unpublished(&marks, now, |a| {
-                            published.get(a).is_some_and(|p| !p.1)
+                            published.get(&a.to_string()).is_some_and(|p| !p.1)
                         });
                         for (a, due_before) in before {
                             let Some(due) = next.due_of(&a) else {
