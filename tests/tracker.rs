@@ -363,6 +363,7 @@ pub(crate) fn library_tracker(
         intervals,
         candles: false,
         meta_every: Duration::from_secs(600),
+        max_reads_per_publish: 25_000,
     };
     let source = market_ingest::client::HttpSource::new(&fake.info_url, Duration::from_secs(5));
     let tracker = Tracker::new(cfg, store, Box::new(source), stop.clone()).unwrap();
@@ -592,6 +593,23 @@ impl Drop for Running {
     }
 }
 
+/// A wallet list of `addresses`, each labelled `listed <address>` and
+/// tagged `list` when `labelled`.
+fn wallet_list(addresses: &[String], labelled: bool) -> Vec<market_ingest::WalletEntry> {
+    addresses
+        .iter()
+        .map(|a| market_ingest::WalletEntry {
+            address: a.clone(),
+            label: labelled.then(|| format!("listed {a}")),
+            tags: if labelled {
+                vec!["list".into()]
+            } else {
+                Vec::new()
+            },
+        })
+        .collect()
+}
+
 /// A migrated database with no data on `backend`, and a store on it.
 fn track_store(backend: Backend) -> (Store, TestDatabase) {
     let db = empty_database(backend);
@@ -654,7 +672,57 @@ live_on_both_backends!(
     a_cold_start_with_a_wallet_list_values_every_position,
     a_trade_just_before_kill_9_is_read_right_after_the_restart,
     a_whale_with_most_equity_on_a_hip3_dex_is_refreshed_as_a_whale,
+    reads_past_a_full_publish_go_in_the_next_one_at_once,
 );
+
+/// An own node reads more wallets in its first minute than one publish
+/// takes: the reads a full publish leaves go in the next publish, about a
+/// second later, not a whole `publish_every` later (the exchange served in
+/// a few publishes' time, not one publish's worth a minute).
+async fn reads_past_a_full_publish_go_in_the_next_one_at_once(backend: Backend) {
+    const WALLETS: usize = 30;
+    const PER_PUBLISH: usize = 4;
+    let fake = fake_exchange::start(WALLETS, 0).await;
+    let (store, _db) = track_store(backend);
+    let listed: Vec<String> = (0..WALLETS).map(address).collect();
+    let every = Duration::from_secs(20);
+    let running = Running::start(tracker_with(&fake, store.clone(), |cfg| {
+        cfg.leaderboard_url = None;
+        cfg.wallets = wallet_list(&listed, false);
+        cfg.publish_every = every;
+        cfg.max_reads_per_publish = PER_PUBLISH;
+    }));
+    // The first publish comes at once, before any read; the second after
+    // `every`, with every wallet read by then.
+    let served = |store: &Store| match store.latest_snapshot().unwrap() {
+        Some(meta) => store.load_snapshot(&meta).unwrap().version.wallets.len(),
+        None => 0,
+    };
+    let started = Instant::now();
+    while served(&store) == 0 {
+        assert!(started.elapsed() < every * 3, "nothing served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let first = Instant::now();
+    let versions = running.publishes();
+    while served(&store) < WALLETS {
+        // Without the catch-up, the other 26 wallets would take six more
+        // publishes, two minutes.
+        assert!(
+            first.elapsed() < every,
+            "{} of {WALLETS} served {:?} after the first",
+            served(&store),
+            first.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let publishes = running.publishes() - versions;
+    assert!(
+        publishes >= (WALLETS / PER_PUBLISH) as u64 - 1,
+        "at most {PER_PUBLISH} wallets a publish: {publishes} publishes after the first"
+    );
+    running.stop().await;
+}
 
 /// Issue: a wallet read empty (not served) and read again halted every
 /// later publish (UNIQUE scanned_wallets.address).
@@ -1034,14 +1102,7 @@ async fn a_cold_start_with_a_wallet_list_values_every_position(backend: Backend)
     let listed: Vec<String> = (0..12).map(address).collect();
     let running = Running::start(tracker_with(&fake, store.clone(), |cfg| {
         cfg.leaderboard_url = None;
-        cfg.wallets = listed
-            .iter()
-            .map(|a| market_ingest::WalletEntry {
-                address: a.clone(),
-                label: Some(format!("listed {a}")),
-                tags: vec!["list".into()],
-            })
-            .collect();
+        cfg.wallets = wallet_list(&listed, true);
         cfg.scan.weight_budget = 120;
         cfg.scan.window = Duration::from_secs(2);
     }));

@@ -64,6 +64,10 @@ pub struct Published {
     /// Reads still pending after it: held back (their wallets served as
     /// last published), or made while it was written.
     pub pending: usize,
+    /// Reads of served wallets it left for the next publish, past
+    /// [`Publisher::max_reads`]: the tracker then publishes again soon,
+    /// not a whole `publish_every` later.
+    pub left: usize,
     /// Whether the candles and registry entries of the input were written
     /// (when not, the caller keeps them for a later publish).
     pub extras_written: bool,
@@ -193,7 +197,8 @@ impl Publisher {
             // the rest wait for the next publish (an own node reads a
             // hundred thousand wallets in its first minute; one
             // transaction of them all would not fit this process).
-            if ready.len() > self.max_reads {
+            let left = ready.len().saturating_sub(self.max_reads);
+            if left > 0 {
                 ready.select_nth_unstable(self.max_reads);
                 ready.truncate(self.max_reads);
             }
@@ -202,7 +207,11 @@ impl Publisher {
                 .chain(unserved)
                 .map(|(_, a)| a.clone())
                 .collect();
-            Selection { wallets, before }
+            Selection {
+                wallets,
+                before,
+                left,
+            }
         };
         let error = match self.attempt(store, book, &include, true, input, true) {
             Ok(published) => return Ok(published),
@@ -256,6 +265,7 @@ impl Publisher {
         let part = |wallets| Selection {
             wallets,
             before: include.before,
+            left: include.left,
         };
         // A version refused without any read is not a read's fault: no
         // wallet is held back for it.
@@ -338,6 +348,7 @@ impl Publisher {
         let mut book = lock(book);
         book.published(changes.written);
         published.pending = book.pending.len();
+        published.left = include.left;
         self.base.commit(
             version,
             input.now,
@@ -355,6 +366,8 @@ impl Publisher {
 struct Selection {
     wallets: BTreeSet<Address>,
     before: u64,
+    /// Ready reads left out by `max_reads`.
+    left: usize,
 }
 
 impl Selection {
@@ -477,6 +490,7 @@ impl Changes {
             wallets: self.tally.wallets(),
             positions: self.tally.positions(),
             pending: 0,
+            left: 0,
             extras_written,
         }
     }

@@ -64,6 +64,12 @@ pub struct TrackConfig {
     pub candles: bool,
     /// How often the dexes and their universes are re-read.
     pub meta_every: Duration,
+    /// The most reads of served wallets one publish writes
+    /// ([`Publisher::max_reads`]): what a publish holds in memory at once.
+    /// Reads past it go in the next publish, which comes as soon as this
+    /// one has had its own time again (at least a second), not a whole
+    /// `publish_every` later.
+    pub max_reads_per_publish: usize,
 }
 
 /// Counters of a running tracker (each only grows).
@@ -138,6 +144,10 @@ pub struct Tracker {
 /// list) is saved over several publishes, each transaction bounded.
 const REGISTRY_PER_SAVE: usize = 25_000;
 
+/// The shortest wait before the publish that takes the reads a full one
+/// left (see `main_loop`).
+const CATCH_UP_GAP: Duration = Duration::from_secs(1);
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -179,13 +189,15 @@ impl Tracker {
         if redo > 0 {
             log::info!("{redo} wallets read but not published before the restart are read again");
         }
+        let mut publisher = Publisher::new(base);
+        publisher.max_reads = cfg.max_reads_per_publish.max(1);
         Ok(Tracker {
             cfg,
             store,
             source,
             schedule: Mutex::new(schedule),
             book: Mutex::new(book),
-            publisher: Mutex::new(Publisher::new(base)),
+            publisher: Mutex::new(publisher),
             meta: RwLock::new(MarketMeta::default()),
             marks: RwLock::new(Arc::new(Marks::default())),
             meta_stale: AtomicBool::new(false),
@@ -568,8 +580,19 @@ impl Tracker {
                 }
             }
             if Instant::now() >= next_publish {
-                next_publish = Instant::now() + self.cfg.publish_every;
-                self.publish(fetcher, &mut lock(&self.publisher));
+                let started = Instant::now();
+                let left = self.publish(fetcher, &mut lock(&self.publisher));
+                // Reads left over by a full publish (an own node's first
+                // minutes) go in the next one as soon as this one has had
+                // its own time again (at least a second): the readers keep
+                // half the time, and the exchange is served in minutes, not
+                // one publish's worth at each `publish_every`.
+                let gap = if left {
+                    started.elapsed().max(CATCH_UP_GAP)
+                } else {
+                    self.cfg.publish_every
+                };
+                next_publish = Instant::now() + gap.min(self.cfg.publish_every);
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -603,7 +626,9 @@ impl Tracker {
             Arc::new(Marks::new(quotes, delisted));
     }
 
-    fn publish(&self, fetcher: &Fetcher<'_>, publisher: &mut Publisher) {
+    /// One publish; whether it left ready reads for the next one
+    /// ([`Published::left`]).
+    fn publish(&self, fetcher: &Fetcher<'_>, publisher: &mut Publisher) -> bool {
         let started = Instant::now();
         let cpu_before = thread_cpu();
         let quotes = match self.quotes(fetcher) {
@@ -611,7 +636,7 @@ impl Tracker {
             Err(e) => {
                 self.stats.publish_failures.fetch_add(1, Ordering::Relaxed);
                 log::error!("publish skipped (the served data is unchanged): market context: {e}");
-                return;
+                return false;
             }
         };
         // Taken once the quotes are in (they may take requests), and rounded
@@ -671,6 +696,7 @@ impl Tracker {
                 wallets,
                 positions,
                 pending,
+                left,
                 ..
             }) => {
                 self.stats.publishes.fetch_add(1, Ordering::Relaxed);
@@ -695,10 +721,12 @@ impl Tracker {
                             (after.saturating_sub(before) / 1_000_000).to_string()
                         })
                 );
+                left > 0
             }
             Err(e) => {
                 self.stats.publish_failures.fetch_add(1, Ordering::Relaxed);
                 log::error!("publish not applied (the served data is unchanged): {e}");
+                false
             }
         }
     }

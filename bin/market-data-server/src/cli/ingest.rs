@@ -165,6 +165,11 @@ pub struct TrackArgs {
     /// Seconds between publishes.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub publish_every: u64,
+    /// The most wallet reads one publish writes (what it holds in memory at
+    /// once). Reads past it go in the next publish, right after this one
+    /// (at least a second later), not --publish-every seconds later.
+    #[arg(long, value_name = "READS", default_value_t = 25_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_reads_per_publish: u64,
     /// Do not fetch hourly candles.
     #[arg(long)]
     pub no_candles: bool,
@@ -271,6 +276,7 @@ pub(super) fn track(args: TrackArgs) -> anyhow::Result<()> {
         node_trades_dir,
         wallets,
         publish_every,
+        max_reads_per_publish,
         no_candles,
         tuning,
         retention,
@@ -296,6 +302,7 @@ pub(super) fn track(args: TrackArgs) -> anyhow::Result<()> {
         intervals: market_tracker::Intervals::default(),
         candles: !no_candles,
         meta_every: std::time::Duration::from_secs(600),
+        max_reads_per_publish: usize::try_from(max_reads_per_publish).unwrap_or(usize::MAX),
     };
     let source = market_ingest::client::HttpSource::new(
         &info_url,
