@@ -5,14 +5,16 @@
 //! 24 and 48 on the heap, once per map: an own node keys a million
 //! wallets.
 
+use std::cmp::Ordering;
 use std::fmt;
 
 /// A wallet's address (see the module's documentation).
 ///
 /// Each text has one form (a lowercase 40-hex address is always `Hex`), so
-/// two addresses are equal exactly when their texts are, and lowercase
-/// hex addresses order as their texts do.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// two addresses are equal exactly when their texts are; and addresses
+/// order as their texts do (a version's changes list wallets in address
+/// order).
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub enum Address {
     /// A lowercase `0x` + 40 hex address, as its bytes.
     Hex([u8; 20]),
@@ -31,17 +33,23 @@ impl Address {
 
     /// Appends its text to `out`.
     pub fn write_to(&self, out: &mut String) {
+        self.with_text(|text| out.push_str(text));
+    }
+
+    /// `f` of its text, made on the stack for a hex address.
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
         match self {
             Address::Hex(bytes) => {
                 const DIGITS: &[u8; 16] = b"0123456789abcdef";
-                out.reserve(42);
-                out.push_str("0x");
-                for b in bytes {
-                    out.push(char::from(DIGITS[usize::from(b >> 4)]));
-                    out.push(char::from(DIGITS[usize::from(b & 15)]));
+                let mut text = [b'0'; 42];
+                text[1] = b'x';
+                for (pair, b) in text[2..].chunks_exact_mut(2).zip(bytes) {
+                    pair[0] = DIGITS[usize::from(b >> 4)];
+                    pair[1] = DIGITS[usize::from(b & 15)];
                 }
+                f(std::str::from_utf8(&text).expect("hex digits are ASCII"))
             }
-            Address::Text(text) => out.push_str(text),
+            Address::Text(text) => f(text),
         }
     }
 
@@ -70,6 +78,22 @@ fn hex_bytes(text: &str) -> Option<[u8; 20]> {
         *byte = nibble(pair[0])? << 4 | nibble(pair[1])?;
     }
     Some(bytes)
+}
+
+impl Ord for Address {
+    fn cmp(&self, other: &Address) -> Ordering {
+        match (self, other) {
+            // Same length and prefix: the bytes order as the digits do.
+            (Address::Hex(a), Address::Hex(b)) => a.cmp(b),
+            _ => self.with_text(|a| other.with_text(|b| a.cmp(b))),
+        }
+    }
+}
+
+impl PartialOrd for Address {
+    fn partial_cmp(&self, other: &Address) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl fmt::Display for Address {
@@ -122,11 +146,18 @@ mod tests {
         ] {
             assert!(matches!(Address::of(other), Address::Text(_)), "{other}");
         }
+        // Across the two forms, the order is the texts'.
+        let longer = format!("{hex}0");
+        let (h, l, short) = (Address::of(hex), Address::of(&longer), Address::of("0xabc"));
+        assert!(h < l && l < short && h < short);
+        let mut sorted = vec![short.clone(), l.clone(), h.clone()];
+        sorted.sort();
+        assert_eq!(sorted, [h, l, short]);
     }
 
     proptest::proptest! {
         /// Whatever the text, it comes back; equality and order are the
-        /// texts' among hex addresses, equality among all.
+        /// texts'.
         #[test]
         fn an_address_is_its_text(
             a in "(0x[0-9a-f]{40})|(0x[0-9a-fA-F]{38,41})|(.{0,44})",
@@ -137,9 +168,7 @@ mod tests {
             proptest::prop_assert!(x.is(&a));
             proptest::prop_assert_eq!(x == y, a == b);
             proptest::prop_assert_eq!(x.is(&b), a == b);
-            if let (Address::Hex(_), Address::Hex(_)) = (&x, &y) {
-                proptest::prop_assert_eq!(x.cmp(&y), a.cmp(&b));
-            }
+            proptest::prop_assert_eq!(x.cmp(&y), a.cmp(&b));
         }
     }
 }
