@@ -31,11 +31,6 @@ impl Address {
         }
     }
 
-    /// Appends its text to `out`.
-    pub fn write_to(&self, out: &mut String) {
-        self.with_text(|text| out.push_str(text));
-    }
-
     /// `f` of its text, made on the stack for a hex address.
     fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
         match self {
@@ -98,26 +93,18 @@ impl PartialOrd for Address {
 
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut text = String::new();
-        self.write_to(&mut text);
-        f.write_str(&text)
+        self.with_text(|text| f.write_str(text))
     }
 }
 
 impl fmt::Debug for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.to_string())
+        self.with_text(|text| write!(f, "{text:?}"))
     }
 }
 
 impl From<&str> for Address {
     fn from(text: &str) -> Address {
-        Address::of(text)
-    }
-}
-
-impl From<&String> for Address {
-    fn from(text: &String) -> Address {
         Address::of(text)
     }
 }

@@ -457,19 +457,15 @@ impl Changes {
                 covered,
             });
         }
-        let states: Vec<WalletScanState> = include
-            .iter()
-            .filter_map(|a| book.states.get(a).map(|k| k.state(&a.to_string())))
-            .collect();
-        let tracked: Vec<TrackedPosition> = include
-            .iter()
-            .flat_map(|a| {
-                book.states
-                    .get(a)
-                    .map(|k| k.tracked(&a.to_string()))
-                    .unwrap_or_default()
-            })
-            .collect();
+        let mut states: Vec<WalletScanState> = Vec::new();
+        let mut tracked: Vec<TrackedPosition> = Vec::new();
+        for a in include {
+            if let Some(kept) = book.states.get(a) {
+                let address = a.to_string();
+                states.push(kept.state(&address));
+                tracked.extend(kept.tracked(&address));
+            }
+        }
         let frozen = frozen_days(base.observed_at.map(|t| (t, base.days.as_slice())), now);
         Ok(Changes {
             changes,
