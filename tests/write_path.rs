@@ -479,7 +479,9 @@ impl Oracle {
     /// (its reads older than what that version serves are dropped), then
     /// each read since the last publish replaces the wallet's observation,
     /// except the reads of refused wallets, which wait.
-    fn publish(&mut self, at: OffsetDateTime, applied: bool) {
+    /// Returns how many ready reads of served wallets it left for the next
+    /// publish past `MAX_READS` (what `Published::left` says).
+    fn publish(&mut self, at: OffsetDateTime, applied: bool) -> usize {
         if std::mem::take(&mut self.foreign) {
             let pending = std::mem::take(&mut self.pending);
             let tracker_memory = std::mem::take(&mut self.memory);
@@ -499,7 +501,7 @@ impl Oracle {
             }
         }
         if !applied {
-            return;
+            return 0;
         }
         // Of the reads of wallets served before or after, the oldest
         // MAX_READS are tried, and every other read (it stores a history,
@@ -513,7 +515,8 @@ impl Oracle {
             .partition(|(_, a, s)| served.contains_key(a) || !s.empty());
         let mut by_read: Vec<(u64, String)> = serving.into_iter().map(|(r, a, _)| (r, a)).collect();
         by_read.sort();
-        let over = by_read.len() > MAX_READS;
+        let left = by_read.len().saturating_sub(MAX_READS);
+        let over = left > 0;
         let tried: BTreeSet<String> = by_read
             .into_iter()
             .take(MAX_READS)
@@ -550,6 +553,7 @@ impl Oracle {
         // listed empty wallets included, once the tracker goes on from it).
         self.served.retain(|_, s| !s.empty());
         self.write(at, events);
+        left
     }
 
     /// A whole scan of `listed`: it serves exactly them (empty or not), and
@@ -911,6 +915,10 @@ fn run(backend: Backend, steps: &[Step], paths: &Paths) -> Result<(), TestCaseEr
                     took(&paths.rebased);
                 }
                 let held_before: Vec<_> = sut.publisher.held_back().keys().cloned().collect();
+                // Without refusals both sides take the same reads, so the
+                // reads left for the next publish must agree (with them the
+                // tracker holds a refused wallet back before it counts).
+                let no_refusals = held_before.is_empty() && oracle.refused.is_empty();
                 let published = sut
                     .publisher
                     .publish(&sut.store, &sut.book, &publish_input());
@@ -934,7 +942,10 @@ fn run(backend: Backend, steps: &[Step], paths: &Paths) -> Result<(), TestCaseEr
                         published.unwrap_err()
                     );
                 }
-                oracle.publish(now, !oracle.versions_refused);
+                let left = oracle.publish(now, !oracle.versions_refused);
+                if let (Ok(p), true) = (&published, no_refusals) {
+                    prop_assert_eq!(p.left, left, "step {}: reads left for the next publish", n);
+                }
             }
             Step::Refuse(w) => {
                 sut.store.inject(Fault::Wallet(address(*w)));
