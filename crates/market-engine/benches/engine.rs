@@ -69,9 +69,12 @@ fn engine(c: &mut Criterion) {
 /// (about 1.2M positions), 7,000 of them changed. `materialize_everything`
 /// is what a publish cost before the tally (every served wallet
 /// materialized, the coverage summed over every position);
-/// `tally_changed_wallets` is what it costs now (the base's tally cloned,
-/// each changed wallet materialized, taken out as it was and put in as it
-/// is, then rendered).
+/// `tally_clone_changed_wallets` is what it cost next (the base's tally
+/// cloned, each changed wallet materialized, taken out as it was and put
+/// in as it is, then rendered); `tally_edit_changed_wallets` is what it
+/// costs now: the same on the base's tally changed in place
+/// ([`Tally::edit`]), kept. Its iterations change the wallets back and
+/// forth, so each does a publish's work on a tally that goes on.
 fn publish(c: &mut Criterion) {
     let now = time::macros::datetime!(2026-11-22 12:00 UTC);
     let data = generate(&DemoConfig::new(300_000, 42, now), &mut |_, _, _| {});
@@ -135,23 +138,52 @@ fn publish(c: &mut Criterion) {
             )
         },
     );
-    g.bench_function(format!("tally_{}_changed_wallets", changed.len()), |b| {
-        b.iter(|| {
-            let mut t = tally.clone();
-            t.requote(&quotes);
-            let mut wallets = Vec::with_capacity(changed.len());
-            for (input, old, new) in &changed {
-                t.remove(&input.address, &input.account_value.0, old)
-                    .unwrap();
-                let mut served = new.clone();
-                let w = materialize_wallet(input.clone(), &mut served, |_| true).unwrap();
-                t.add(&input.address, &input.account_value.0, &served)
-                    .unwrap();
-                wallets.push(w);
-            }
-            black_box((t.render("perpnet", now, freshness.clone()), wallets))
-        })
-    });
+    g.bench_function(
+        format!("tally_clone_{}_changed_wallets", changed.len()),
+        |b| {
+            b.iter(|| {
+                let mut t = tally.clone();
+                t.requote(&quotes);
+                let mut wallets = Vec::with_capacity(changed.len());
+                for (input, old, new) in &changed {
+                    t.remove(&input.address, &input.account_value.0, old)
+                        .unwrap();
+                    let mut served = new.clone();
+                    let w = materialize_wallet(input.clone(), &mut served, |_| true).unwrap();
+                    t.add(&input.address, &input.account_value.0, &served)
+                        .unwrap();
+                    wallets.push(w);
+                }
+                black_box((t.render("perpnet", now, freshness.clone()), wallets))
+            })
+        },
+    );
+    let mut kept = Some(tally.clone());
+    let mut forth = true;
+    g.bench_function(
+        format!("tally_edit_{}_changed_wallets", changed.len()),
+        |b| {
+            b.iter(|| {
+                let mut edit = kept.take().expect("kept").edit();
+                edit.requote(&quotes);
+                let mut wallets = Vec::with_capacity(changed.len());
+                for (input, old, new) in &changed {
+                    let (from, to) = if forth { (old, new) } else { (new, old) };
+                    edit.remove(&input.address, &input.account_value.0, from)
+                        .unwrap();
+                    let mut served = to.clone();
+                    let w = materialize_wallet(input.clone(), &mut served, |_| true).unwrap();
+                    edit.add(&input.address, &input.account_value.0, &served)
+                        .unwrap();
+                    wallets.push(w);
+                }
+                forth = !forth;
+                let rendered = edit.tally().render("perpnet", now, freshness.clone());
+                kept = Some(edit.keep());
+                black_box((rendered, wallets))
+            })
+        },
+    );
     g.finish();
 }
 

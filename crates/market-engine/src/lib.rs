@@ -16,6 +16,7 @@ pub mod position;
 pub mod sort_key;
 pub mod symbols;
 pub mod tally;
+pub mod tally_edit;
 pub mod version;
 
 pub use aggregate::{
@@ -27,4 +28,5 @@ pub use fixed::pow10;
 pub use position::{PositionKeys, Size};
 pub use sort_key::SortKey;
 pub use tally::{NotAdded, Rendered, Tally, Unquoted};
+pub use tally_edit::TallyEdit;
 pub use version::{DataVersion, MarketFigures, VersionChanges};

@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Mutex;
 
 use market_engine::days::frozen_days;
-use market_engine::{materialize_wallet, AggregateError, Quote, Tally, VersionChanges};
+use market_engine::{
+    materialize_wallet, AggregateError, Quote, Tally, TallyEdit, Unquoted, VersionChanges,
+};
 use market_model::{
     Candle, Interval, LiquidityDay, MarketPosition, Wallet, WalletFreshness, NETWORK_ID,
 };
@@ -309,7 +311,7 @@ impl Publisher {
     ) -> Result<Published, AttemptError> {
         let changes = {
             let book = lock(book);
-            Changes::compute(&book, &self.base, &include.in_book(&book), input)?
+            Changes::compute(&book, &mut self.base, &include.in_book(&book), input)?
         };
         let batches: Vec<CandleBatch<'_>> = input
             .candles
@@ -325,8 +327,8 @@ impl Publisher {
             source: "track",
             base_version: self.base.version,
             changes: &changes.changes,
-            wallet_count: changes.tally.wallets(),
-            position_count: changes.tally.positions(),
+            wallet_count: changes.tally.tally().wallets(),
+            position_count: changes.tally.tally().positions(),
             frozen_days: &changes.frozen,
             candles: &batches,
             wallet_states: &changes.states,
@@ -335,12 +337,21 @@ impl Publisher {
             registry: if extras { &input.registry } else { &[] },
             freshness: &input.freshness,
         };
-        if !commit {
-            store.try_publish(&write)?;
-            return Ok(changes.counts(0, extras));
-        }
-        let version = store.publish(&write, &mut |_, _, _| {})?;
+        let result = if commit {
+            store.publish(&write, &mut |_, _, _| {}).map(Some)
+        } else {
+            store.try_publish(&write).map(|()| None)
+        };
         drop(batches);
+        let version = match result {
+            Ok(Some(version)) => version,
+            result => {
+                let tried = changes.counts(0, extras);
+                // Not committed: the base's aggregates go back as they were.
+                self.base.tally = changes.tally.undo();
+                return result.map(|_| tried).map_err(AttemptError::from);
+            }
+        };
         let mut published = changes.counts(version, extras);
         for w in &changes.written {
             self.held_back.remove(&w.address);
@@ -354,7 +365,7 @@ impl Publisher {
             input.now,
             &input.quotes,
             changes.changes,
-            changes.tally,
+            changes.tally.keep(),
         );
         Ok(published)
     }
@@ -390,7 +401,7 @@ struct Changes {
     /// The new version's changes over the base.
     changes: VersionChanges,
     /// The aggregates of every wallet the new version serves.
-    tally: Tally,
+    tally: Aggregates,
     /// The base's days, frozen by the first publish of a UTC day.
     frozen: Vec<LiquidityDay>,
     /// Scan states of the wallets whose reads it publishes.
@@ -406,30 +417,45 @@ struct Changes {
 
 impl Changes {
     /// The changes that publish the reads of `include` over `base`. They
-    /// cost what changed: the base's tally takes out what each wallet read
-    /// served and adds what it serves now. Only a base without a tally (the
-    /// first publish, another writer's version) or a change of the quoted
-    /// markets materializes every served wallet.
+    /// cost what changed: the base's tally, taken from it, takes out what
+    /// each wallet read served and adds what it serves now (the caller
+    /// gives it back, changed or undone, whether the version is committed
+    /// or not). Only a base without a tally (the first publish, another
+    /// writer's version) or a change of the quoted markets materializes
+    /// every served wallet.
     fn compute(
         book: &Book,
-        base: &Base,
+        base: &mut Base,
         include: &BTreeSet<Address>,
         input: &PublishInput,
     ) -> Result<Changes, AggregateError> {
         let now = input.now;
-        let (changes, tally) = match &base.tally {
-            Some(tally) if tally.has_symbols(input.quotes.iter().map(|q| q.symbol.as_str())) => {
-                match incremental(book, base, tally, include, input)? {
-                    Some(computed) => computed,
-                    None => {
+        let same_markets = base
+            .tally
+            .as_ref()
+            .is_some_and(|t| t.has_symbols(input.quotes.iter().map(|q| q.symbol.as_str())));
+        let (changes, tally) = match base.tally.take() {
+            Some(tally) if same_markets => {
+                let mut edit = tally.edit();
+                match incremental(book, base, &mut edit, include, input) {
+                    Ok(Some(changes)) => (changes, Aggregates::Edited(edit)),
+                    Ok(None) => {
                         log::error!(
                             "the running aggregates do not match the last publish: materializing every wallet"
                         );
-                        whole(book, base, include, input)?
+                        let (changes, tally) = whole(book, base, include, input)?;
+                        (changes, Aggregates::New(tally))
+                    }
+                    Err(e) => {
+                        base.tally = edit.undo();
+                        return Err(e);
                     }
                 }
             }
-            _ => whole(book, base, include, input)?,
+            _ => {
+                let (changes, tally) = whole(book, base, include, input)?;
+                (changes, Aggregates::New(tally))
+            }
         };
         let mut written = Vec::new();
         let mut newly_read = Vec::new();
@@ -483,8 +509,8 @@ impl Changes {
             version,
             changed: self.changes.wallets.len(),
             removed: self.changes.removed.len(),
-            wallets: self.tally.wallets(),
-            positions: self.tally.positions(),
+            wallets: self.tally.tally().wallets(),
+            positions: self.tally.tally().positions(),
             pending: 0,
             left: 0,
             extras_written,
@@ -502,22 +528,55 @@ fn served_positions(w: &LiveWallet, quoted: &impl Fn(&str) -> bool) -> Vec<Marke
         .collect()
 }
 
-/// A served wallet materialized and added to `tally`, with its served
-/// positions.
-fn tally_wallet(
-    tally: &mut Tally,
+/// A served wallet materialized, with its served positions.
+fn served_wallet(
     w: &LiveWallet,
     quoted: &impl Fn(&str) -> bool,
 ) -> Result<(Wallet, Vec<MarketPosition>), AggregateError> {
     let mut served = served_positions(w, quoted);
     let wallet = materialize_wallet(w.input.to_input(), &mut served, quoted)?;
-    tally
-        .add(&wallet.address, &wallet.account_total_value.0, &served)
-        .map_err(|u| AggregateError::UnknownAsset {
-            address: u.address,
-            symbol: u.symbol,
-        })?;
     Ok((wallet, served))
+}
+
+fn unknown_asset(u: Unquoted) -> AggregateError {
+    AggregateError::UnknownAsset {
+        address: u.address,
+        symbol: u.symbol,
+    }
+}
+
+/// The aggregates a publish computed: the base's tally changed in place,
+/// or a new tally of every served wallet.
+enum Aggregates {
+    Edited(TallyEdit),
+    New(Tally),
+}
+
+impl Aggregates {
+    fn tally(&self) -> &Tally {
+        match self {
+            Aggregates::Edited(edit) => edit.tally(),
+            Aggregates::New(tally) => tally,
+        }
+    }
+
+    /// The aggregates of the committed version.
+    fn keep(self) -> Tally {
+        match self {
+            Aggregates::Edited(edit) => edit.keep(),
+            Aggregates::New(tally) => tally,
+        }
+    }
+
+    /// The base's aggregates as they were, when the version is not
+    /// committed: `None` when they were not changed in place (the next
+    /// publish materializes every wallet again).
+    fn undo(self) -> Option<Tally> {
+        match self {
+            Aggregates::Edited(edit) => edit.undo(),
+            Aggregates::New(_) => None,
+        }
+    }
 }
 
 /// The changes of a version whose aggregates `tally` holds.
@@ -548,11 +607,10 @@ fn changes_of(
 fn incremental(
     book: &Book,
     base: &Base,
-    tally: &Tally,
+    tally: &mut TallyEdit,
     include: &BTreeSet<Address>,
     input: &PublishInput,
-) -> Result<Option<(VersionChanges, Tally)>, AggregateError> {
-    let mut tally = tally.clone();
+) -> Result<Option<VersionChanges>, AggregateError> {
     tally.requote(&input.quotes);
     let symbols: HashSet<&str> = input.quotes.iter().map(|q| q.symbol.as_str()).collect();
     let quoted = |s: &str| symbols.contains(s);
@@ -581,15 +639,23 @@ fn incremental(
             }
         }
         if latest.served(&quoted) {
-            let (wallet, served) = tally_wallet(&mut tally, latest, &quoted)?;
+            let (wallet, served) = served_wallet(latest, &quoted)?;
+            tally
+                .add(&wallet.address, &wallet.account_total_value.0, &served)
+                .map_err(unknown_asset)?;
             wallets.push(wallet);
             positions.extend(served);
         } else if was_served {
             removed.push(a.to_string());
         }
     }
-    let changes = changes_of(&tally, input, wallets, positions, removed);
-    Ok(Some((changes, tally)))
+    Ok(Some(changes_of(
+        tally.tally(),
+        input,
+        wallets,
+        positions,
+        removed,
+    )))
 }
 
 /// The changes over any base: a new tally of every served wallet, built one
@@ -616,7 +682,10 @@ fn whole(
         let changed = include.contains(a)
             || !base.served.contains(a)
             || w.positions.iter().any(|p| moved(&p.symbol));
-        let (wallet, held) = tally_wallet(&mut tally, w, &quoted)?;
+        let (wallet, held) = served_wallet(w, &quoted)?;
+        tally
+            .add(&wallet.address, &wallet.account_total_value.0, &held)
+            .map_err(unknown_asset)?;
         served.insert(a);
         if changed {
             wallets.push(wallet);
