@@ -41,6 +41,8 @@ use crate::version::DataVersion;
 pub struct Tally {
     /// Quote and running sums of every market, by symbol.
     markets: BTreeMap<String, Arc<MarketTally>>,
+    /// The markets' symbols in order: a position's market by index.
+    symbols: Vec<String>,
     wallets: usize,
     positions: usize,
 }
@@ -56,6 +58,40 @@ pub struct Rendered {
     pub cohorts: Vec<MarketCohorts>,
     /// The coverage report.
     pub coverage: NetworkCoverage,
+}
+
+/// The figures of one position that the tally counts, borrowed.
+pub(crate) struct Figures<'a> {
+    pub(crate) direction: Direction,
+    pub(crate) value: &'a BigDecimal,
+    pub(crate) size: &'a BigDecimal,
+    pub(crate) leverage: &'a BigDecimal,
+    pub(crate) entry: &'a BigDecimal,
+    pub(crate) upnl: &'a BigDecimal,
+    pub(crate) liq: Option<&'a BigDecimal>,
+}
+
+impl<'a> Figures<'a> {
+    pub(crate) fn of(p: &'a MarketPosition) -> Figures<'a> {
+        Figures {
+            direction: p.direction,
+            value: &p.position_value.0,
+            size: &p.size.0,
+            leverage: &p.leverage.0,
+            entry: &p.entry_price.0,
+            upnl: &p.u_pnl.0,
+            liq: p.liq_price.as_ref().map(|l| &l.0),
+        }
+    }
+}
+
+/// Positions by symbol, with their figures.
+fn figures<'a>(
+    positions: impl IntoIterator<Item = &'a MarketPosition>,
+) -> impl Iterator<Item = (&'a str, Figures<'a>)> {
+    positions
+        .into_iter()
+        .map(|p| (p.symbol.as_str(), Figures::of(p)))
 }
 
 /// A position in an asset the tally has no quote for.
@@ -222,33 +258,33 @@ impl MarketTally {
     /// Adds (`add`) or takes out one position of a wallet of size class `class`.
     fn change(
         &mut self,
-        p: &MarketPosition,
+        p: &Figures<'_>,
         class: SizeClass,
         wallet: &Arc<str>,
         add: bool,
     ) -> Result<(), NotAdded> {
         let side = side_index(p.direction);
-        let value = &p.position_value.0;
+        let value = p.value;
         let cohort = &mut self.cohorts[slot(class, p.direction)];
-        let products = [value * &p.leverage.0, value * &p.entry_price.0];
+        let products = [value * p.leverage, value * p.entry];
         if add {
             self.count[side] += 1;
-            self.units[side] += &p.size.0;
+            self.units[side] += p.size;
             cohort.count += 1;
             cohort.value.add(value);
             cohort.value_x_leverage.add(&products[0]);
             cohort.value_x_entry.add(&products[1]);
-            cohort.upnl.add(&p.u_pnl.0);
+            cohort.upnl.add(p.upnl);
         } else {
             self.count[side] = self.count[side].checked_sub(1).ok_or(NotAdded)?;
-            self.units[side] -= &p.size.0;
+            self.units[side] -= p.size;
             cohort.count = cohort.count.checked_sub(1).ok_or(NotAdded)?;
             cohort.value.sub(value)?;
             cohort.value_x_leverage.sub(&products[0])?;
             cohort.value_x_entry.sub(&products[1])?;
-            cohort.upnl.sub(&p.u_pnl.0)?;
+            cohort.upnl.sub(p.upnl)?;
         }
-        let Some(liq) = &p.liq_price else {
+        let Some(liq) = p.liq else {
             return Ok(());
         };
         if add {
@@ -258,9 +294,9 @@ impl MarketTally {
             self.liq_value[side].sub(value)?;
             cohort.liq_value.sub(value)?;
         }
-        let key = (side as u8, bucket_price(&liq.0, &self.bucket_size));
+        let key = (side as u8, bucket_price(liq, &self.bucket_size));
         let member = Member {
-            liq: CompactDecimal::of(&liq.0),
+            liq: CompactDecimal::of(liq),
             value: CompactDecimal::of(value),
             wallet: wallet.clone(),
         };
@@ -371,6 +407,12 @@ impl Tally {
                 .iter()
                 .map(|q| (q.symbol.clone(), Arc::new(MarketTally::new(q.clone()))))
                 .collect(),
+            symbols: {
+                let mut symbols: Vec<String> = quotes.iter().map(|q| q.symbol.clone()).collect();
+                symbols.sort_unstable();
+                symbols.dedup();
+                symbols
+            },
             wallets: 0,
             positions: 0,
         }
@@ -468,7 +510,7 @@ impl Tally {
                 symbol: p.symbol.clone(),
             });
         }
-        self.change(address, account_value, positions, true)
+        self.change(address, account_value, figures(positions), true)
             .expect("adding to quoted markets cannot fail");
         Ok(())
     }
@@ -484,7 +526,7 @@ impl Tally {
         if self.unquoted(positions.clone()).is_some() || self.wallets == 0 {
             return Err(NotAdded);
         }
-        self.change(address, account_value, positions, false)
+        self.change(address, account_value, figures(positions), false)
     }
 
     fn unquoted<'a>(
@@ -496,19 +538,33 @@ impl Tally {
             .find(|p| !self.markets.contains_key(&p.symbol))
     }
 
-    fn change<'a>(
+    /// The index of a market among [`Tally::symbol`]s.
+    pub(crate) fn symbol_index(&self, symbol: &str) -> Option<usize> {
+        self.symbols
+            .binary_search_by(|s| s.as_str().cmp(symbol))
+            .ok()
+    }
+
+    /// The symbol of the market at `index` (see [`Tally::symbol_index`]).
+    pub(crate) fn symbol(&self, index: usize) -> &str {
+        &self.symbols[index]
+    }
+
+    /// Adds (`add`) or takes out a wallet's positions, each given by its
+    /// market's symbol and the figures the tally counts.
+    pub(crate) fn change<'a>(
         &mut self,
         address: &str,
         account_value: &BigDecimal,
-        positions: impl IntoIterator<Item = &'a MarketPosition>,
+        positions: impl IntoIterator<Item = (&'a str, Figures<'a>)>,
         add: bool,
     ) -> Result<(), NotAdded> {
         let class = size_class(account_value);
         let wallet: Arc<str> = Arc::from(address);
         let mut n = 0;
-        for p in positions {
-            let m = self.markets.get_mut(&p.symbol).ok_or(NotAdded)?;
-            Arc::make_mut(m).change(p, class, &wallet, add)?;
+        for (symbol, p) in positions {
+            let m = self.markets.get_mut(symbol).ok_or(NotAdded)?;
+            Arc::make_mut(m).change(&p, class, &wallet, add)?;
             n += 1;
         }
         if add {

@@ -3,14 +3,21 @@
 //! A publish computes its aggregates by changing the base's tally. When
 //! the version is not committed (the database refused it, or the publisher
 //! was only looking for the wallets at fault), the publish undoes its
-//! changes instead of having worked on a copy: copying the levels a
-//! publish touches cost more than changing them.
+//! changes instead of having worked on a copy: a copy of a level is a
+//! copy of its tree of members.
+//!
+//! What undoes a wallet's change is kept compactly: the figures the tally
+//! counts of each position, as one-word decimals, not the model structs (a
+//! publish of thousands of wallets would otherwise clone tens of thousands
+//! of positions, a dozen heap decimals each, only to free them at the
+//! commit).
 
 use bigdecimal::BigDecimal;
-use market_model::MarketPosition;
+use market_model::{Direction, MarketPosition};
 
 use crate::aggregate::Quote;
-use crate::tally::{NotAdded, Tally, Unquoted};
+use crate::compact::CompactDecimal;
+use crate::tally::{Figures, NotAdded, Tally, Unquoted};
 
 /// A tally being changed, and the changes that undo what was done to it.
 #[derive(Debug)]
@@ -29,10 +36,94 @@ enum Undo {
     /// A wallet added (taken out again to undo) or taken out (added back).
     Wallet {
         address: Box<str>,
-        account_value: BigDecimal,
-        positions: Vec<MarketPosition>,
+        account_value: CompactDecimal,
+        positions: Vec<Counted>,
         added: bool,
     },
+}
+
+/// What the tally counted of one position: its market (by index) and
+/// figures.
+#[derive(Debug)]
+struct Counted {
+    symbol: u16,
+    direction: Direction,
+    value: CompactDecimal,
+    size: CompactDecimal,
+    leverage: CompactDecimal,
+    entry: CompactDecimal,
+    upnl: CompactDecimal,
+    liq: Option<CompactDecimal>,
+}
+
+impl Counted {
+    /// `None` when the tally has no such market (then it counted nothing).
+    fn of(tally: &Tally, p: &MarketPosition) -> Option<Counted> {
+        Some(Counted {
+            symbol: u16::try_from(tally.symbol_index(&p.symbol)?).ok()?,
+            direction: p.direction,
+            value: CompactDecimal::of(&p.position_value.0),
+            size: CompactDecimal::of(&p.size.0),
+            leverage: CompactDecimal::of(&p.leverage.0),
+            entry: CompactDecimal::of(&p.entry_price.0),
+            upnl: CompactDecimal::of(&p.u_pnl.0),
+            liq: p.liq_price.as_ref().map(|l| CompactDecimal::of(&l.0)),
+        })
+    }
+}
+
+/// A wallet's counted positions, or `None` when one is in a market the
+/// tally lacks.
+fn counted(tally: &Tally, positions: &[MarketPosition]) -> Option<Vec<Counted>> {
+    positions.iter().map(|p| Counted::of(tally, p)).collect()
+}
+
+/// Takes out (`add` false) or adds back what `positions` counted.
+fn change_back(
+    tally: &mut Tally,
+    address: &str,
+    account_value: &CompactDecimal,
+    positions: &[Counted],
+    add: bool,
+) -> Result<(), NotAdded> {
+    // Owned decimals first: the figures borrow them.
+    let owned: Vec<[BigDecimal; 5]> = positions
+        .iter()
+        .map(|c| {
+            [
+                c.value.to_big(),
+                c.size.to_big(),
+                c.leverage.to_big(),
+                c.entry.to_big(),
+                c.upnl.to_big(),
+            ]
+        })
+        .collect();
+    let liqs: Vec<Option<BigDecimal>> = positions
+        .iter()
+        .map(|c| c.liq.as_ref().map(CompactDecimal::to_big))
+        .collect();
+    let symbols: Vec<String> = positions
+        .iter()
+        .map(|c| tally.symbol(usize::from(c.symbol)).to_owned())
+        .collect();
+    let figures = positions.iter().zip(&owned).zip(&liqs).zip(&symbols).map(
+        |(((c, [value, size, leverage, entry, upnl]), liq), symbol)| {
+            (
+                symbol.as_str(),
+                Figures {
+                    direction: c.direction,
+                    value,
+                    size,
+                    leverage,
+                    entry,
+                    upnl,
+                    liq: liq.as_ref(),
+                },
+            )
+        },
+    );
+    tally.change(address, &account_value.to_big(), figures, add)
 }
 
 impl Tally {
@@ -70,10 +161,11 @@ impl TallyEdit {
         positions: &[MarketPosition],
     ) -> Result<(), Unquoted> {
         self.tally.add(address, account_value, positions)?;
+        let counted = counted(&self.tally, positions).expect("added: every market is quoted");
         self.undo.push(Undo::Wallet {
             address: address.into(),
-            account_value: account_value.clone(),
-            positions: positions.to_vec(),
+            account_value: CompactDecimal::of(account_value),
+            positions: counted,
             added: true,
         });
         Ok(())
@@ -91,10 +183,11 @@ impl TallyEdit {
             self.broken = true;
             return Err(e);
         }
+        let counted = counted(&self.tally, positions).expect("taken out: every market is quoted");
         self.undo.push(Undo::Wallet {
             address: address.into(),
-            account_value: account_value.clone(),
-            positions: positions.to_vec(),
+            account_value: CompactDecimal::of(account_value),
+            positions: counted,
             added: false,
         });
         Ok(())
@@ -123,14 +216,8 @@ impl TallyEdit {
                     address,
                     account_value,
                     positions,
-                    added: true,
-                } => tally.remove(&address, &account_value, &positions).ok()?,
-                Undo::Wallet {
-                    address,
-                    account_value,
-                    positions,
-                    added: false,
-                } => tally.add(&address, &account_value, &positions).ok()?,
+                    added,
+                } => change_back(&mut tally, &address, &account_value, &positions, !added).ok()?,
             }
         }
         Some(tally)
