@@ -744,6 +744,59 @@ mod tests {
 
     type Wallets = BTreeMap<String, (Decimal, Vec<MarketPosition>)>;
 
+    /// A tally, or an edit of one, as the property tests change it.
+    trait Changed {
+        fn add(&mut self, address: &str, account: &BigDecimal, ps: &[MarketPosition]);
+        fn remove(&mut self, address: &str, account: &BigDecimal, ps: &[MarketPosition]);
+        fn requote(&mut self, quotes: &[Quote]);
+    }
+
+    impl Changed for Tally {
+        fn add(&mut self, address: &str, account: &BigDecimal, ps: &[MarketPosition]) {
+            Tally::add(self, address, account, ps).unwrap();
+        }
+        fn remove(&mut self, address: &str, account: &BigDecimal, ps: &[MarketPosition]) {
+            Tally::remove(self, address, account, ps).unwrap();
+        }
+        fn requote(&mut self, quotes: &[Quote]) {
+            Tally::requote(self, quotes);
+        }
+    }
+
+    impl Changed for crate::TallyEdit {
+        fn add(&mut self, address: &str, account: &BigDecimal, ps: &[MarketPosition]) {
+            crate::TallyEdit::add(self, address, account, ps).unwrap();
+        }
+        fn remove(&mut self, address: &str, account: &BigDecimal, ps: &[MarketPosition]) {
+            crate::TallyEdit::remove(self, address, account, ps).unwrap();
+        }
+        fn requote(&mut self, quotes: &[Quote]) {
+            crate::TallyEdit::requote(self, quotes);
+        }
+    }
+
+    /// Applies `op` to `tally` and to the oracle's wallets and prices.
+    fn apply(tally: &mut impl Changed, wallets: &mut Wallets, prices: &mut [usize; 3], op: Op) {
+        match op {
+            Op::Set(w, state) => {
+                let address = format!("0x{w:02x}");
+                if let Some((account, ps)) = wallets.remove(&address) {
+                    tally.remove(&address, &account.0, &ps);
+                }
+                if let Some((account, ps)) = state {
+                    let account = d(ACCOUNTS[account]);
+                    let ps = positions(&address, &ps);
+                    tally.add(&address, &account.0, &ps);
+                    wallets.insert(address, (account, ps));
+                }
+            }
+            Op::Requote(p) => {
+                *prices = p;
+                tally.requote(&quotes(p));
+            }
+        }
+    }
+
     /// What `materialize` and `network_coverage` give for these wallets.
     fn oracle(quotes: &[Quote], wallets: &Wallets, at: OffsetDateTime) -> Rendered {
         let input = ScanInput {
@@ -801,24 +854,7 @@ mod tests {
             for op in ops {
                 let before = tally.clone();
                 let expected_before = oracle(&quotes(prices), &wallets, at);
-                match op {
-                    Op::Set(w, state) => {
-                        let address = format!("0x{w:02x}");
-                        if let Some((account, ps)) = wallets.remove(&address) {
-                            tally.remove(&address, &account.0, &ps).unwrap();
-                        }
-                        if let Some((account, ps)) = state {
-                            let account = d(ACCOUNTS[account]);
-                            let ps = positions(&address, &ps);
-                            tally.add(&address, &account.0, &ps).unwrap();
-                            wallets.insert(address, (account, ps));
-                        }
-                    }
-                    Op::Requote(p) => {
-                        prices = p;
-                        tally.requote(&quotes(prices));
-                    }
-                }
+                apply(&mut tally, &mut wallets, &mut prices, op);
                 prop_assert_eq!(
                     text(&tally.render("perpnet", at, freshness())),
                     text(&oracle(&quotes(prices), &wallets, at))
@@ -856,24 +892,7 @@ mod tests {
                 let mut new_prices = prices;
                 let mut new_wallets = wallets.clone();
                 for op in ops {
-                    match op {
-                        Op::Set(w, state) => {
-                            let address = format!("0x{w:02x}");
-                            if let Some((account, ps)) = new_wallets.remove(&address) {
-                                edit.remove(&address, &account.0, &ps).unwrap();
-                            }
-                            if let Some((account, ps)) = state {
-                                let account = d(ACCOUNTS[account]);
-                                let ps = positions(&address, &ps);
-                                edit.add(&address, &account.0, &ps).unwrap();
-                                new_wallets.insert(address, (account, ps));
-                            }
-                        }
-                        Op::Requote(p) => {
-                            new_prices = p;
-                            edit.requote(&quotes(p));
-                        }
-                    }
+                    apply(&mut edit, &mut new_wallets, &mut new_prices, op);
                 }
                 prop_assert_eq!(
                     text(&edit.tally().render("perpnet", at, freshness())),

@@ -161,13 +161,7 @@ impl TallyEdit {
         positions: &[MarketPosition],
     ) -> Result<(), Unquoted> {
         self.tally.add(address, account_value, positions)?;
-        let counted = counted(&self.tally, positions).expect("added: every market is quoted");
-        self.undo.push(Undo::Wallet {
-            address: address.into(),
-            account_value: CompactDecimal::of(account_value),
-            positions: counted,
-            added: true,
-        });
+        self.record(address, account_value, positions, true);
         Ok(())
     }
 
@@ -183,14 +177,26 @@ impl TallyEdit {
             self.broken = true;
             return Err(e);
         }
-        let counted = counted(&self.tally, positions).expect("taken out: every market is quoted");
+        self.record(address, account_value, positions, false);
+        Ok(())
+    }
+
+    /// Records a wallet's change that succeeded (so every market of its
+    /// positions is the tally's).
+    fn record(
+        &mut self,
+        address: &str,
+        account_value: &BigDecimal,
+        positions: &[MarketPosition],
+        added: bool,
+    ) {
         self.undo.push(Undo::Wallet {
             address: address.into(),
             account_value: CompactDecimal::of(account_value),
-            positions: counted,
-            added: false,
+            positions: counted(&self.tally, positions)
+                .expect("a changed wallet's markets are quoted"),
+            added,
         });
-        Ok(())
     }
 
     /// The tally with the changes.
