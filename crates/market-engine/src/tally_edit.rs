@@ -86,29 +86,26 @@ fn change_back(
     positions: &[Counted],
     add: bool,
 ) -> Result<(), NotAdded> {
-    // Owned decimals first: the figures borrow them.
-    let owned: Vec<[BigDecimal; 5]> = positions
+    // Owned values first (the symbol too: `change` borrows the tally
+    // mutably); the figures borrow them.
+    let owned: Vec<(String, [BigDecimal; 5], Option<BigDecimal>)> = positions
         .iter()
         .map(|c| {
-            [
-                c.value.to_big(),
-                c.size.to_big(),
-                c.leverage.to_big(),
-                c.entry.to_big(),
-                c.upnl.to_big(),
-            ]
+            (
+                tally.symbol(usize::from(c.symbol)).to_owned(),
+                [
+                    c.value.to_big(),
+                    c.size.to_big(),
+                    c.leverage.to_big(),
+                    c.entry.to_big(),
+                    c.upnl.to_big(),
+                ],
+                c.liq.as_ref().map(CompactDecimal::to_big),
+            )
         })
         .collect();
-    let liqs: Vec<Option<BigDecimal>> = positions
-        .iter()
-        .map(|c| c.liq.as_ref().map(CompactDecimal::to_big))
-        .collect();
-    let symbols: Vec<String> = positions
-        .iter()
-        .map(|c| tally.symbol(usize::from(c.symbol)).to_owned())
-        .collect();
-    let figures = positions.iter().zip(&owned).zip(&liqs).zip(&symbols).map(
-        |(((c, [value, size, leverage, entry, upnl]), liq), symbol)| {
+    let figures = positions.iter().zip(&owned).map(
+        |(c, (symbol, [value, size, leverage, entry, upnl], liq))| {
             (
                 symbol.as_str(),
                 Figures {
