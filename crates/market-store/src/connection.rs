@@ -8,7 +8,7 @@ use diesel::r2d2::R2D2Connection;
 use diesel::sqlite::SqliteConnection;
 use diesel::Connection;
 
-use crate::StoreError;
+use crate::{Checkpoint, StoreError};
 
 /// A connection to SQLite or PostgreSQL; queries are written once against it.
 #[derive(diesel::MultiConnection)]
@@ -46,15 +46,17 @@ pub struct ConnectionManager {
     url: String,
     kind: BackendKind,
     busy_timeout: Duration,
+    checkpoint: Checkpoint,
 }
 
 impl ConnectionManager {
     /// A manager for `url`.
-    pub fn new(url: &str, busy_timeout: Duration) -> Self {
+    pub fn new(url: &str, busy_timeout: Duration, checkpoint: Checkpoint) -> Self {
         ConnectionManager {
             url: url.to_owned(),
             kind: BackendKind::from_url(url),
             busy_timeout,
+            checkpoint,
         }
     }
 
@@ -78,8 +80,13 @@ impl ConnectionManager {
                 // pool's other new connections contend for ("database is
                 // locked" otherwise). WAL lets readers run during a write;
                 // foreign keys enforce cascades.
+                // 0 turns the checkpoint at commit off (`Checkpoint::Separate`).
+                let autocheckpoint = match self.checkpoint {
+                    Checkpoint::OnCommit => 1000,
+                    Checkpoint::Separate => 0,
+                };
                 conn.batch_execute(&format!(
-                    "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+                    "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = {autocheckpoint};",
                     self.busy_timeout.as_millis()
                 ))
                 .map_err(|e| StoreError::Connect(e.to_string()))?;

@@ -162,6 +162,8 @@ pub struct PoolOptions {
     pub max_size: u32,
     /// How long a caller waits for a free connection before [`StoreError::Unavailable`].
     pub connection_timeout: Duration,
+    /// Who copies SQLite's write-ahead log back into the database file.
+    pub checkpoint: Checkpoint,
 }
 
 impl Default for PoolOptions {
@@ -169,8 +171,24 @@ impl Default for PoolOptions {
         PoolOptions {
             max_size: 8,
             connection_timeout: Duration::from_secs(2),
+            checkpoint: Checkpoint::OnCommit,
         }
     }
+}
+
+/// Who copies SQLite's write-ahead log (WAL) back into the database file
+/// (a checkpoint); PostgreSQL does its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checkpoint {
+    /// SQLite's default: the connection whose commit takes the log past
+    /// 1,000 pages copies it back before its commit returns.
+    OnCommit,
+    /// No commit of this pool's connections checkpoints: the owner calls
+    /// [`Store::checkpoint`] from a thread of its own, so that a large
+    /// write's commit does not also copy every page it wrote a second time
+    /// (`track`: its publishes). Other processes' connections keep the
+    /// default.
+    Separate,
 }
 
 /// Callback for long writes: `(stage, done, total)`.
@@ -370,7 +388,7 @@ impl Store {
     /// Opens a pool on `url` (`postgres://…`/`postgresql://…`, else an SQLite file path).
     /// Fails if the database cannot be reached.
     pub fn open(url: &str, options: PoolOptions) -> Result<Store, StoreError> {
-        let manager = ConnectionManager::new(url, options.connection_timeout);
+        let manager = ConnectionManager::new(url, options.connection_timeout, options.checkpoint);
         let kind = manager.kind();
         // Connect once up front so a bad URL fails with the real error.
         manager.connect()?;
@@ -407,6 +425,28 @@ impl Store {
             state.idle_connections,
             self.pool.max_size(),
         )
+    }
+
+    /// Copies what SQLite's write-ahead log holds back into the database
+    /// file, as far as no reader still needs it (a passive checkpoint:
+    /// readers and writers are not waited for). Returns the log's frames
+    /// (pages) and how many of them the file now holds; `None` on
+    /// PostgreSQL, which checkpoints by itself. With [`Checkpoint::Separate`]
+    /// this is what keeps the log from growing.
+    pub fn checkpoint(&self) -> Result<Option<(i64, i64)>, StoreError> {
+        #[derive(diesel::QueryableByName)]
+        struct Logged {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            log: i64,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            checkpointed: i64,
+        }
+        let mut conn = self.conn()?;
+        let DbConnection::Sqlite(c) = &mut *conn else {
+            return Ok(None);
+        };
+        let done: Logged = diesel::sql_query("PRAGMA wal_checkpoint(PASSIVE)").get_result(c)?;
+        Ok(Some((done.log, done.checkpointed)))
     }
 
     /// A pooled connection, or [`StoreError::Unavailable`] after the pool timeout.

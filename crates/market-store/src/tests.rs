@@ -1798,3 +1798,44 @@ fn current_levels_read_as_text_render_as_the_parsed_day() {
     }
     assert!(<LiquidityDayText as StoredDay>::read(head(), "[{}]".into()).is_err());
 }
+
+/// With `Checkpoint::Separate` a commit leaves its pages in the
+/// write-ahead log, and `Store::checkpoint` copies them into the database
+/// file; with the default the commit that takes the log past 1,000 pages
+/// copies them itself.
+#[test]
+fn a_separate_checkpoint_leaves_commits_in_the_log_until_asked() {
+    use diesel::connection::SimpleConnection;
+    for checkpoint in [Checkpoint::OnCommit, Checkpoint::Separate] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let options = PoolOptions {
+            max_size: 2,
+            checkpoint,
+            ..PoolOptions::default()
+        };
+        let store = Store::open(path.to_str().unwrap(), options).unwrap();
+        store.migrate().unwrap();
+        store.checkpoint().unwrap();
+        let file = || std::fs::metadata(&path).unwrap().len();
+        let before = file();
+        // About 2,000 pages in one commit.
+        store
+            .conn()
+            .unwrap()
+            .batch_execute(
+                "CREATE TABLE filler (b BLOB); \
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) \
+                 INSERT INTO filler SELECT randomblob(4000) FROM n;",
+            )
+            .unwrap();
+        let grown = file() - before;
+        match checkpoint {
+            Checkpoint::OnCommit => assert!(grown > 7_000_000, "{checkpoint:?}: {grown}"),
+            Checkpoint::Separate => assert!(grown < 1_000_000, "{checkpoint:?}: {grown}"),
+        }
+        let (log, done) = store.checkpoint().unwrap().unwrap();
+        assert_eq!(log, done, "{checkpoint:?}: nothing reads, so all is copied");
+        assert!(file() - before > 7_000_000, "{checkpoint:?}");
+    }
+}

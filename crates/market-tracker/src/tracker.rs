@@ -148,6 +148,10 @@ const REGISTRY_PER_SAVE: usize = 25_000;
 /// left (see `main_loop`).
 const CATCH_UP_GAP: Duration = Duration::from_secs(1);
 
+/// How often the write-ahead log is copied back into the database file
+/// (`Tracker::checkpoint_loop`).
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -284,11 +288,45 @@ impl Tracker {
             if self.cfg.candles {
                 s.spawn(|| self.candle_loop(&fetcher));
             }
+            std::thread::Builder::new()
+                .name("checkpoint".into())
+                .spawn_scoped(s, || self.checkpoint_loop())
+                .expect("spawn the checkpoint thread");
             self.main_loop(&fetcher, rx);
         });
         // After every thread: a read that was in flight at the stop is saved
         // too, and every entry still unsaved, a bounded batch at a time.
         while self.save_registry() && lock(&self.schedule).unsaved_len() > 0 {}
+    }
+
+    /// Copies SQLite's write-ahead log back into the database file once a
+    /// second (and once more at the stop), off the thread that publishes:
+    /// `track` opens its store with `Checkpoint::Separate`, so that a
+    /// publish's commit returns without copying every page it wrote a
+    /// second time. A checkpoint that fails is tried again a second later.
+    fn checkpoint_loop(&self) {
+        let mut failing = false;
+        loop {
+            let stopped = self.stopped();
+            match self.store.checkpoint() {
+                Ok(Some((log, done))) => {
+                    failing = false;
+                    log::debug!("checkpoint: {done} of {log} log pages in the database file");
+                }
+                Ok(None) => return,
+                Err(e) if !failing => {
+                    failing = true;
+                    log::warn!(
+                        "the write-ahead log was not copied back (tried again each second): {e}"
+                    );
+                }
+                Err(_) => {}
+            }
+            if stopped {
+                return;
+            }
+            self.nap(CHECKPOINT_EVERY);
+        }
     }
 
     fn leaderboard_loop(&self, url: &str, tx: Sender<Discovery>) {

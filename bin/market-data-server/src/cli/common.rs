@@ -45,14 +45,19 @@ pub struct DbArgs {
 
 /// Opens (and migrates) the store at `db` with a pool of `pool` connections.
 pub(crate) fn open_store(db: &DbArgs, pool: u32) -> anyhow::Result<Store> {
-    let store = Store::open(
-        &db.database_url,
+    open_store_with(
+        db,
         PoolOptions {
             max_size: pool,
             ..PoolOptions::default()
         },
     )
-    .with_context(|| format!("opening database {}", redact(&db.database_url)))?;
+}
+
+/// [`open_store`] with every pool option given.
+pub(crate) fn open_store_with(db: &DbArgs, options: PoolOptions) -> anyhow::Result<Store> {
+    let store = Store::open(&db.database_url, options)
+        .with_context(|| format!("opening database {}", redact(&db.database_url)))?;
     store.migrate().context("migrating the database")?;
     Ok(store)
 }

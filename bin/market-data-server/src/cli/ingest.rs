@@ -4,8 +4,9 @@
 use anyhow::Context;
 use clap::Args;
 
-use super::common::{open_store, serve_metrics, DbArgs, RetentionArgs, LOG};
+use super::common::{open_store, open_store_with, serve_metrics, DbArgs, RetentionArgs, LOG};
 use crate::seed;
+use market_store::{Checkpoint, PoolOptions};
 
 /// Rate limit and robustness of the scanner.
 #[derive(Args, Debug, Clone)]
@@ -282,7 +283,14 @@ pub(super) fn track(args: TrackArgs) -> anyhow::Result<()> {
         retention,
         db,
     } = args;
-    let store = open_store(&db, 3)?.with_retention(retention.into());
+    // Its publishes' commits do not copy the log back: its checkpoint
+    // thread does (`Tracker::checkpoint_loop`).
+    let options = PoolOptions {
+        max_size: 4,
+        checkpoint: Checkpoint::Separate,
+        ..PoolOptions::default()
+    };
+    let store = open_store_with(&db, options)?.with_retention(retention.into());
     let list = match wallets {
         Some(path) => read_wallets(&path)?,
         None => Vec::new(),
