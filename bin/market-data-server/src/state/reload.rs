@@ -221,6 +221,9 @@ impl AppState {
         self.reloads[usize::from(whole)].fetch_add(1, Ordering::Relaxed);
         let (snapshot, how) = match changes {
             Some((next, c)) => {
+                if let Some(saved) = &self.saved {
+                    saved.applied(c.changed + c.removed);
+                }
                 let how = format!(
                     "applied {} changed and {} removed wallets to version {}",
                     c.changed, c.removed, current.version
@@ -260,7 +263,7 @@ impl AppState {
         let freed_ms = waited.elapsed().as_millis();
         // The next start serves this version at once (and applies the
         // changes since).
-        if let Some(saved) = self.saved.as_ref().filter(|s| whole || s.due()) {
+        if let Some(saved) = self.saved.as_ref().filter(|s| whole || s.due(wallets)) {
             saved.save_in_background(self.snapshot.load_full());
         }
         if whole {
