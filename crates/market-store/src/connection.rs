@@ -80,10 +80,10 @@ impl ConnectionManager {
                 // pool's other new connections contend for ("database is
                 // locked" otherwise). WAL lets readers run during a write;
                 // foreign keys enforce cascades.
-                // 0 turns the checkpoint at commit off (`Checkpoint::Separate`).
+                // Pages past which a commit checkpoints.
                 let autocheckpoint = match self.checkpoint {
                     Checkpoint::OnCommit => 1000,
-                    Checkpoint::Separate => 0,
+                    Checkpoint::Separate => crate::SEPARATE_CHECKPOINT_BACKSTOP,
                 };
                 conn.batch_execute(&format!(
                     "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = {autocheckpoint};",

@@ -176,6 +176,12 @@ impl Default for PoolOptions {
     }
 }
 
+/// With [`Checkpoint::Separate`], the write-ahead log's pages (400 MB) past
+/// which a commit checkpoints anyway: far above what a publish writes at an
+/// own node (the log reached 200–250 MB there with the checkpoints apart),
+/// and a bound on the log should they stop.
+pub const SEPARATE_CHECKPOINT_BACKSTOP: i64 = 100_000;
+
 /// Who copies SQLite's write-ahead log (WAL) back into the database file
 /// (a checkpoint); PostgreSQL does its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,11 +189,12 @@ pub enum Checkpoint {
     /// SQLite's default: the connection whose commit takes the log past
     /// 1,000 pages copies it back before its commit returns.
     OnCommit,
-    /// No commit of this pool's connections checkpoints: the owner calls
-    /// [`Store::checkpoint`] from a thread of its own, so that a large
-    /// write's commit does not also copy every page it wrote a second time
-    /// (`track`: its publishes). Other processes' connections keep the
-    /// default.
+    /// The owner calls [`Store::checkpoint`] from a thread of its own, so
+    /// that a large write's commit does not also copy every page it wrote a
+    /// second time (`track`: its publishes). This pool's commits checkpoint
+    /// only past [`SEPARATE_CHECKPOINT_BACKSTOP`] pages, should the owner's
+    /// checkpoints fail or fall behind. Other processes' connections keep
+    /// the default.
     Separate,
 }
 
@@ -440,6 +447,9 @@ impl Store {
             log: i64,
             #[diesel(sql_type = diesel::sql_types::BigInt)]
             checkpointed: i64,
+        }
+        if self.kind != BackendKind::Sqlite {
+            return Ok(None);
         }
         let mut conn = self.conn()?;
         let DbConnection::Sqlite(c) = &mut *conn else {

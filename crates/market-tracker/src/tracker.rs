@@ -288,28 +288,40 @@ impl Tracker {
             if self.cfg.candles {
                 s.spawn(|| self.candle_loop(&fetcher));
             }
-            std::thread::Builder::new()
-                .name("checkpoint".into())
-                .spawn_scoped(s, || self.checkpoint_loop())
-                .expect("spawn the checkpoint thread");
+            if self.store.kind() == market_store::BackendKind::Sqlite {
+                std::thread::Builder::new()
+                    .name("checkpoint".into())
+                    .spawn_scoped(s, || self.checkpoint_loop())
+                    .expect("spawn the checkpoint thread");
+            }
             self.main_loop(&fetcher, rx);
         });
         // After every thread: a read that was in flight at the stop is saved
         // too, and every entry still unsaved, a bounded batch at a time.
         while self.save_registry() && lock(&self.schedule).unsaved_len() > 0 {}
+        // The checkpoint thread has ended: the last publish and these saves
+        // are copied back here, not left in the log for another process.
+        if let Err(e) = self.store.checkpoint() {
+            log::warn!("the write-ahead log was not copied back at the stop: {e}");
+        }
     }
 
     /// Copies SQLite's write-ahead log back into the database file once a
-    /// second (and once more at the stop), off the thread that publishes:
-    /// `track` opens its store with `Checkpoint::Separate`, so that a
-    /// publish's commit returns without copying every page it wrote a
-    /// second time. A checkpoint that fails is tried again a second later.
+    /// second, off the thread that publishes (`run` copies what is left
+    /// after the stop): `track` opens its store with
+    /// `Checkpoint::Separate`, so that a publish's commit returns without
+    /// copying every page it wrote a second time. A checkpoint that fails
+    /// is tried again a second later (the store's backstop bounds the log
+    /// meanwhile).
     fn checkpoint_loop(&self) {
         let mut failing = false;
         loop {
             let stopped = self.stopped();
             match self.store.checkpoint() {
                 Ok(Some((log, done))) => {
+                    if failing {
+                        log::info!("the write-ahead log is copied back again");
+                    }
                     failing = false;
                     log::debug!("checkpoint: {done} of {log} log pages in the database file");
                 }

@@ -27,10 +27,11 @@ pub struct SavedServing {
     origin: String,
     /// Held while a save writes.
     saves: Mutex<Saves>,
-    /// Wallets changed or removed by the versions applied since the last
-    /// save began (a wallet changed twice counts twice): what a start from
-    /// the file would catch up with, at most. Apart from `saves`, so that
-    /// the reloader never waits for a save.
+    /// Wallets changed or removed by the versions applied since the
+    /// version the last save wrote (a wallet changed twice counts twice,
+    /// and a failed save gives its count back): what a start from the file
+    /// would catch up with, at most. Apart from `saves`, so that the
+    /// reloader never waits for a save.
     changed: AtomicUsize,
 }
 
@@ -49,11 +50,13 @@ pub const SAVE_EVERY: Duration = Duration::from_secs(600);
 
 /// The share of the served wallets (one in this many) that, once changed
 /// since the last save, makes the next save due before [`SAVE_EVERY`]. A
-/// start from the file catches up with them at about 50 µs a wallet: at
-/// 300,000 wallets, 15,000 of them take under a second, and a start stays
-/// near 2 s where ten minutes of an own node's changes (a few hundred
-/// thousand) made it a whole load. Where few wallets change (the public
-/// limit), saves stay [`SAVE_EVERY`] apart.
+/// start from the file catches up with what changed since at about 50 µs a
+/// wallet: at 300,000 wallets these 15,000 take under a second, where ten
+/// minutes of an own node's changes (a few hundred thousand) made a start
+/// a whole load. Where more than that changes in a minute, [`SAVE_GAP`]
+/// sets the bound instead: a minute's changes and what changes while a
+/// save writes. Where few wallets change (the public limit), saves stay
+/// [`SAVE_EVERY`] apart.
 pub const CATCH_UP_SHARE: usize = 20;
 
 /// The least time between two saves, whatever changed: what bounds the
@@ -175,6 +178,14 @@ impl SavedServing {
     /// Saves `snapshot` (whole or not at all) unless the file holds it
     /// already, logging the outcome.
     pub fn save(&self, snapshot: &Snapshot) {
+        let counted = self.changed.swap(0, Ordering::Relaxed);
+        self.save_counted(snapshot, counted);
+    }
+
+    /// [`SavedServing::save`] of a version whose changes since the last
+    /// save, `counted`, were taken from the count when the save was
+    /// decided: they count again if it fails.
+    fn save_counted(&self, snapshot: &Snapshot, counted: usize) {
         let mut saves = self.lock();
         if saves.holds == Some(snapshot.version) {
             log::debug!(
@@ -187,7 +198,6 @@ impl SavedServing {
         let started = Instant::now();
         saves.began = started;
         saves.holds = None;
-        self.changed.store(0, Ordering::Relaxed);
         match snapshot.save(&self.path, &self.origin) {
             Ok(bytes) => {
                 saves.holds = Some(snapshot.version);
@@ -199,11 +209,14 @@ impl SavedServing {
                     started.elapsed().as_millis()
                 )
             }
-            Err(e) => log::warn!(
-                "could not save data version {} to {}: {e}",
-                snapshot.version,
-                self.path.display()
-            ),
+            Err(e) => {
+                self.applied(counted);
+                log::warn!(
+                    "could not save data version {} to {}: {e}",
+                    snapshot.version,
+                    self.path.display()
+                )
+            }
         }
     }
 
@@ -232,14 +245,18 @@ impl SavedServing {
     where
         S: std::ops::Deref<Target = Snapshot> + Send + Sync + 'static,
     {
+        // Taken here, on the reloader's thread: changes of versions applied
+        // while the saver starts count toward the next save.
+        let counted = self.changed.swap(0, Ordering::Relaxed);
         let saved = self.clone();
         let spawned = std::thread::Builder::new()
             .name("snapshot-saver".into())
             .spawn(move || {
                 crate::platform::lower_thread_priority(reload::RELOADER_NICE);
-                saved.save(&snapshot);
+                saved.save_counted(&snapshot, counted);
             });
         if let Err(e) = spawned {
+            self.applied(counted);
             log::warn!("could not start saving the served version: {e}");
         }
     }
@@ -254,6 +271,40 @@ fn save_due(since: Duration, changed: usize, served: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A save that fails gives back the changes it had taken from the
+    /// count, so the next one is still due; one that succeeds does not.
+    #[test]
+    fn a_failed_save_counts_its_changes_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path().join("m.db").to_str().unwrap(),
+            market_store::PoolOptions::default(),
+        )
+        .unwrap();
+        store.migrate().unwrap();
+        let snapshot = Snapshot::build(
+            1,
+            market_engine::DataVersion {
+                observed_at: time::macros::datetime!(2026-11-28 12:00 UTC),
+                markets: Vec::new(),
+                wallets: Vec::new(),
+                positions: Vec::new(),
+                current_days: Vec::new(),
+                cohorts: Vec::new(),
+                freshness: None,
+            },
+        );
+        // A directory that does not exist: the save fails.
+        let failing = SavedServing::new(dir.path().join("no/such/dir/m.served"), &store).unwrap();
+        failing.applied(40);
+        failing.save(&snapshot);
+        assert_eq!(failing.changed.load(Ordering::Relaxed), 40);
+        let saving = SavedServing::new(dir.path().join("m.served"), &store).unwrap();
+        saving.applied(40);
+        saving.save(&snapshot);
+        assert_eq!(saving.changed.load(Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn a_save_is_due_by_time_or_by_what_changed_since() {
