@@ -283,18 +283,7 @@ mod tests {
         )
         .unwrap();
         store.migrate().unwrap();
-        let snapshot = Snapshot::build(
-            1,
-            market_engine::DataVersion {
-                observed_at: time::macros::datetime!(2026-11-28 12:00 UTC),
-                markets: Vec::new(),
-                wallets: Vec::new(),
-                positions: Vec::new(),
-                current_days: Vec::new(),
-                cohorts: Vec::new(),
-                freshness: None,
-            },
-        );
+        let snapshot = super::super::empty_snapshot();
         // A directory that does not exist: the save fails.
         let failing = SavedServing::new(dir.path().join("no/such/dir/m.served"), &store).unwrap();
         failing.applied(40);
