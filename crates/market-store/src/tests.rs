@@ -1332,6 +1332,82 @@ fn the_registry_round_trips_and_upserts() {
     }
 }
 
+/// On SQLite the scan states and the registry are clustered on their
+/// address (migration `000016`): one B-tree a table, no rowid. Reverted,
+/// they are tables with a rowid again; migrated again, every state, its
+/// followed positions and every registry entry read back as they were.
+#[test]
+fn states_and_registry_are_clustered_on_their_address_and_move_back_exactly() {
+    use diesel::prelude::*;
+    use diesel::sql_types::BigInt;
+    let (store, _guard) = stores()
+        .into_iter()
+        .find(|(s, _)| s.kind() == BackendKind::Sqlite)
+        .expect("every run has an SQLite store");
+    let without_rowid = |store: &Store| -> i64 {
+        let mut conn = store.conn().unwrap();
+        diesel::select(diesel::dsl::sql::<BigInt>(
+            "(SELECT COUNT(*) FROM pragma_table_list \
+             WHERE name IN ('scanned_wallets', 'wallet_registry') AND wr = 1)",
+        ))
+        .get_result(&mut *conn)
+        .unwrap()
+    };
+    assert_eq!(without_rowid(&store), 2, "both clustered on the address");
+    let states = [
+        WalletScanState {
+            address: "0xaa".into(),
+            first_seen_at: Some(datetime!(2026-11-21 23:00:00 UTC)),
+            first_account_value: Some(d("0.000001")),
+            realized_pnl: d("-123456789012345678901234567890.123456789"),
+            closed_count: 3,
+            win_count: 1,
+            held: [1, 0, 2, 0],
+            read_dexes: Some(vec![String::new(), "xyz".into()]),
+            ..WalletScanState::default()
+        },
+        WalletScanState {
+            address: "0xbb".into(),
+            ..WalletScanState::default()
+        },
+    ];
+    let tracked = [
+        followed("0xaa", "ETH", "-0.0000"),
+        followed("0xaa", "BTC", "12.5"),
+    ];
+    write_states(&store, &states, &tracked);
+    let mut entry = RegistryEntry::new(
+        "0xaa".into(),
+        DiscoverySource::Leaderboard,
+        datetime!(2026-11-22 01:00:00 UTC),
+    );
+    entry.leaderboard_value = Some(d("1234567.891"));
+    entry.dexes = vec!["xyz".into(), String::new()];
+    let other = RegistryEntry::new(
+        "0xbb".into(),
+        DiscoverySource::Trades,
+        datetime!(2026-11-22 01:00:01 UTC),
+    );
+    store.save_registry(&[entry, other]).unwrap();
+    let read = |store: &Store| {
+        (
+            store.registry().unwrap(),
+            store.wallet_history("0xaa").unwrap(),
+            store.wallet_history("0xbb").unwrap(),
+        )
+    };
+    let before = read(&store);
+
+    let mut conn = store.conn().unwrap();
+    let reverted = revert_through(&mut conn, "000016");
+    drop(conn);
+    assert_eq!(without_rowid(&store), 0, "tables with a rowid again");
+    assert_eq!(read(&store), before);
+    assert_eq!(store.migrate().unwrap(), reverted);
+    assert_eq!(without_rowid(&store), 2);
+    assert_eq!(read(&store), before);
+}
+
 #[test]
 fn batch_sizes_follow_the_schema() {
     use crate::schema::*;

@@ -1,0 +1,77 @@
+//! What `track` pays to save the registry entries of the wallets it read,
+//! at an own node's scale: 7,000 entries spread over a registry of a
+//! million, upserted in one transaction (`cargo bench -p market-store
+//! --bench upsert`; figures in docs/performance.md). Each saved entry lands
+//! at a random place of the table, as the wallets a publish read do, so
+//! this measures SQLite's cost per page touched (read from the operating
+//! system, written to the write-ahead log) more than our code's. A scan
+//! state is upserted the same way by address, in the same publish.
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use market_model::Decimal;
+use market_store::{Checkpoint, DiscoverySource, PoolOptions, RegistryEntry, Store};
+use time::macros::datetime;
+
+/// Entries in the registry: a whole exchange.
+const ENTRIES: u64 = 1_000_000;
+/// Entries saved at a time: the changed wallets of the figure.
+const SAVED: u64 = 7_000;
+/// Entries written at a time while the registry is filled (as `track`'s
+/// saves do).
+const FILL: u64 = 25_000;
+
+fn entry(i: u64, value: u64) -> RegistryEntry {
+    let at = datetime!(2026-11-28 12:00:00 UTC);
+    let mut e = RegistryEntry::new(
+        format!("0x{:040x}", 0x5eed_0000 + i),
+        DiscoverySource::List,
+        at,
+    );
+    e.account_value = Some(Decimal((value % 10_000_000).into()));
+    e.position_value = Some(Decimal((value % 1_000_000).into()));
+    e.last_read_at = Some(at + time::Duration::seconds(value as i64));
+    e
+}
+
+fn upsert(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path().join("bench.db").to_str().unwrap(),
+        PoolOptions {
+            checkpoint: Checkpoint::Separate,
+            ..PoolOptions::default()
+        },
+    )
+    .unwrap();
+    store.migrate().unwrap();
+    // Filled in a shuffled order (a multiplier coprime with the count), as
+    // discovery finds wallets in no address order.
+    let order = |k: u64| (k * 387_420_489) % ENTRIES;
+    for start in (0..ENTRIES).step_by(FILL as usize) {
+        let batch: Vec<RegistryEntry> = (start..start + FILL).map(|k| entry(order(k), 0)).collect();
+        store.save_registry(&batch).unwrap();
+        store.checkpoint().unwrap();
+    }
+    let mut round = 0_u64;
+    let mut g = c.benchmark_group("upsert");
+    g.sample_size(20);
+    g.bench_function("registry_7000_of_1m", |b| {
+        b.iter_batched(
+            || {
+                // The log copied back outside the measurement, as `track`'s
+                // checkpoint thread does; a new spread of wallets each time.
+                store.checkpoint().unwrap();
+                round += 1;
+                (0..SAVED)
+                    .map(|k| entry((k * (ENTRIES / SAVED) + round * 7_919) % ENTRIES, round))
+                    .collect::<Vec<_>>()
+            },
+            |batch| store.save_registry(&batch).unwrap(),
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, upsert);
+criterion_main!(benches);
