@@ -1,8 +1,9 @@
 //! What `track` pays to save the registry entries of the wallets it read,
 //! at an own node's scale: 7,000 entries spread over a registry of a
 //! million, upserted in one transaction (`cargo bench -p market-store
-//! --bench upsert`; figures in docs/performance.md). Each saved entry lands
-//! at a random place of the table, as the wallets a publish read do, so
+//! --bench upsert`; figures in docs/performance.md). The saved entries are
+//! spread evenly over the addresses (a new offset each time), each in a
+//! page of its own, as the wallets a publish read are, so
 //! this measures SQLite's cost per page touched (read from the operating
 //! system, written to the write-ahead log) more than our code's. A scan
 //! state is upserted the same way by address, in the same publish.
@@ -14,7 +15,8 @@ use time::macros::datetime;
 
 /// Entries in the registry: a whole exchange.
 const ENTRIES: u64 = 1_000_000;
-/// Entries saved at a time: the changed wallets of the figure.
+/// Entries saved at a time: the changed wallets of a publish at an own
+/// node's budget, as docs/ingest.md's target states it (7,000).
 const SAVED: u64 = 7_000;
 /// Entries written at a time while the registry is filled (as `track`'s
 /// saves do).

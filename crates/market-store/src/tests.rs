@@ -1334,16 +1334,17 @@ fn the_registry_round_trips_and_upserts() {
 
 /// On SQLite the scan states and the registry are clustered on their
 /// address (migration `000016`): one B-tree a table, no rowid. Reverted,
-/// they are tables with a rowid again; migrated again, every state, its
-/// followed positions and every registry entry read back as they were.
+/// they are tables with a rowid again with the same columns (names, types,
+/// `NOT NULL`, defaults, key); migrated again, every field of every state,
+/// its followed positions and every registry entry read back as they were
+/// (each field holds a value of its own, so two columns swapped in a copy
+/// would show).
 #[test]
 fn states_and_registry_are_clustered_on_their_address_and_move_back_exactly() {
     use diesel::prelude::*;
-    use diesel::sql_types::BigInt;
-    let (store, _guard) = stores()
-        .into_iter()
-        .find(|(s, _)| s.kind() == BackendKind::Sqlite)
-        .expect("every run has an SQLite store");
+    use diesel::sql_types::{BigInt, Text};
+    let dir = tempfile::tempdir().unwrap();
+    let store = migrated(dir.path().join("layout.db").to_str().unwrap());
     let without_rowid = |store: &Store| -> i64 {
         let mut conn = store.conn().unwrap();
         diesel::select(diesel::dsl::sql::<BigInt>(
@@ -1353,18 +1354,40 @@ fn states_and_registry_are_clustered_on_their_address_and_move_back_exactly() {
         .get_result(&mut *conn)
         .unwrap()
     };
+    let columns = |store: &Store| -> Vec<String> {
+        let mut conn = store.conn().unwrap();
+        ["scanned_wallets", "wallet_registry"]
+            .iter()
+            .map(|table| {
+                diesel::select(diesel::dsl::sql::<Text>(&format!(
+                    "(SELECT group_concat(name || ' ' || type || ' ' || \"notnull\" || ' ' \
+                     || COALESCE(dflt_value, '-') || ' ' || pk, ', ') \
+                     FROM pragma_table_xinfo('{table}'))"
+                )))
+                .get_result(&mut *conn)
+                .unwrap()
+            })
+            .collect()
+    };
     assert_eq!(without_rowid(&store), 2, "both clustered on the address");
+    let layout = columns(&store);
+    assert!(
+        layout[0].contains("followed TEXT 1 '[]' 0"),
+        "the followed positions keep their default: {}",
+        layout[0]
+    );
     let states = [
         WalletScanState {
             address: "0xaa".into(),
+            missed_scans: 2,
+            last_seen_at: Some(datetime!(2026-11-22 00:30:00 UTC)),
             first_seen_at: Some(datetime!(2026-11-21 23:00:00 UTC)),
             first_account_value: Some(d("0.000001")),
             realized_pnl: d("-123456789012345678901234567890.123456789"),
             closed_count: 3,
             win_count: 1,
-            held: [1, 0, 2, 0],
+            held: [4, 5, 6, 7],
             read_dexes: Some(vec![String::new(), "xyz".into()]),
-            ..WalletScanState::default()
         },
         WalletScanState {
             address: "0xbb".into(),
@@ -1381,8 +1404,17 @@ fn states_and_registry_are_clustered_on_their_address_and_move_back_exactly() {
         DiscoverySource::Leaderboard,
         datetime!(2026-11-22 01:00:00 UTC),
     );
+    entry.sources |= DiscoverySource::Trades.bit();
     entry.leaderboard_value = Some(d("1234567.891"));
+    entry.account_value = Some(d("2.5"));
+    entry.position_value = Some(d("0.75"));
+    entry.last_trade_at = Some(datetime!(2026-11-22 01:00:03 UTC));
+    entry.traded_notional = d("98765.4321");
     entry.dexes = vec!["xyz".into(), String::new()];
+    entry.last_read_at = Some(datetime!(2026-11-22 01:00:04 UTC));
+    entry.last_sweep_at = Some(datetime!(2026-11-22 01:00:05 UTC));
+    entry.empty_reads = 8;
+    entry.failed_reads = 9;
     let other = RegistryEntry::new(
         "0xbb".into(),
         DiscoverySource::Trades,
@@ -1397,14 +1429,17 @@ fn states_and_registry_are_clustered_on_their_address_and_move_back_exactly() {
         )
     };
     let before = read(&store);
+    assert_eq!(before.1.as_ref().unwrap().0, states[0], "every field kept");
 
     let mut conn = store.conn().unwrap();
     let reverted = revert_through(&mut conn, "000016");
     drop(conn);
     assert_eq!(without_rowid(&store), 0, "tables with a rowid again");
+    assert_eq!(columns(&store), layout, "the same columns either way");
     assert_eq!(read(&store), before);
     assert_eq!(store.migrate().unwrap(), reverted);
     assert_eq!(without_rowid(&store), 2);
+    assert_eq!(columns(&store), layout);
     assert_eq!(read(&store), before);
 }
 
