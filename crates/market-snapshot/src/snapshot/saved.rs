@@ -3,14 +3,22 @@
 //! [`Snapshot::load_saved`]). A server that starts from a saved version
 //! renders and sorts nothing; it then applies the changes stored since.
 //!
-//! The file: 8 magic bytes; the [`Header`]; the markets part (one
-//! length-prefixed record); the wallet slots (a count, then one record a
-//! slot); the free slots, the address order, the filter flags and the
-//! unfiltered list of every wallet order; each market's positions (a count,
-//! then one record a position, in page order); then the CRC-32 of all of it,
-//! 4 bytes little-endian. Records are postcard. What is derived (the
-//! lookups by symbol and address, the filtered wallet lists, the long and
-//! short subsets, each wallet's positions) is rebuilt, not saved.
+//! The file has two parts and a trailer. The head: 8 magic bytes; the
+//! [`Header`]; the markets (one length-prefixed record); the wallet slots
+//! (a count, then one record a slot); the free slots, the address order,
+//! the filter flags and the unfiltered list of every wallet order. The
+//! positions: the number of markets, then each market's positions (a
+//! count, then one record a position, in page order). The trailer, 16
+//! bytes little-endian: where the positions part starts (u64), the CRC-32
+//! of the head and that of the positions part (u32 each). Records are
+//! postcard. What is derived (the lookups by symbol and address, the
+//! filtered wallet lists, the long and short subsets, each wallet's
+//! positions) is rebuilt, not saved.
+//!
+//! The two parts are read at once, one on each of two threads (positional
+//! reads of one open file), and what is derived from each is then rebuilt
+//! at once too: the start of a server waits for the longer of the two
+//! halves, not their sum (docs/performance.md).
 //!
 //! A file saved by another build, or that does not read back whole (short,
 //! a failed checksum, an index out of range), is an error: the caller then
@@ -39,7 +47,10 @@ use crate::rendered::RenderedPosition;
 
 const MAGIC: [u8; 8] = *b"MDSAVED\n";
 /// The layout's version: raised whenever the records change.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
+/// Bytes of the trailer: where the positions part starts, and the two
+/// parts' checksums.
+const TRAILER: u64 = 16;
 /// Read and write buffers.
 const BUFFER: usize = 1 << 20;
 /// No rendered item or address of a sound file is near this large.
@@ -338,6 +349,10 @@ impl Snapshot {
         for k in sort_orders() {
             postcard::to_io(w.orders[&k].all(), &mut out)?;
         }
+        // The head ends here: its checksum, and the positions part's own.
+        out.flush()?;
+        let positions_at = out.get_ref().bytes;
+        let head_crc = std::mem::replace(&mut out.get_mut().hasher, crc32fast::Hasher::new());
         postcard::to_io(&(self.positions.len() as u64), &mut out)?;
         for m in &self.positions {
             postcard::to_io(&(m.len() as u64), &mut out)?;
@@ -356,9 +371,13 @@ impl Snapshot {
             hasher,
             bytes,
         } = out.into_inner().map_err(io::IntoInnerError::into_error)?;
-        file.write_all(&hasher.finalize().to_le_bytes())?;
+        let mut trailer = [0; TRAILER as usize];
+        trailer[..8].copy_from_slice(&positions_at.to_le_bytes());
+        trailer[8..12].copy_from_slice(&head_crc.finalize().to_le_bytes());
+        trailer[12..].copy_from_slice(&hasher.finalize().to_le_bytes());
+        file.write_all(&trailer)?;
         file.sync_all()?;
-        Ok(bytes + 4)
+        Ok(bytes + TRAILER)
     }
 
     /// What the file at `path` holds, read from its header; an error when it
@@ -372,31 +391,42 @@ impl Snapshot {
     /// Reads the version saved at `path` ([`Snapshot::save`]), served as it
     /// was when it was saved.
     pub fn load_saved(path: &Path) -> Result<Snapshot, SavedError> {
-        let mut file = File::open(path)?;
+        let file = File::open(path)?;
         let len = file.metadata()?.len();
         let body = len
-            .checked_sub(4)
-            .ok_or_else(|| corrupt("shorter than its checksum"))?;
-        let mut input =
-            BufReader::with_capacity(BUFFER, Checksummed::new(Read::by_ref(&mut file).take(body)));
+            .checked_sub(TRAILER)
+            .ok_or_else(|| corrupt("shorter than its trailer"))?;
+        let mut trailer = [0; TRAILER as usize];
+        Part::new(&file, body, len).read_exact(&mut trailer)?;
+        let word = |at: usize| u32::from_le_bytes(trailer[at..at + 4].try_into().expect("4 bytes"));
+        let positions_at = u64::from_le_bytes(trailer[..8].try_into().expect("8 bytes"));
+        let (head_crc, positions_crc) = (word(8), word(12));
+        if positions_at > body {
+            return Err(corrupt("the positions part starts past the end"));
+        }
+        let mut head = checksummed(Part::new(&file, 0, positions_at));
         let mut small = [0; 1024];
-        let (saved, largest) = read_header(&mut input, &mut small)?;
+        let (saved, largest) = read_header(&mut head, &mut small)?;
         if largest > MAX_ITEM {
             return Err(corrupt("a field larger than any item"));
         }
-        let mut scratch = vec![0; largest as usize + 64];
-        let part = read_markets(&mut input)?;
-        let wallets = SavedWallets::read(&mut input, &mut scratch)?;
-        let positions = read_positions(&mut input, &mut scratch, part.markets.len())?;
-        // The whole body was read, and it is what was written.
-        if !input.fill_buf()?.is_empty() {
-            return Err(corrupt("bytes after the last market"));
-        }
-        let computed = input.into_inner().hasher.finalize();
-        let mut stored = [0; 4];
-        file.read_exact(&mut stored)?;
-        if u32::from_le_bytes(stored) != computed {
-            return Err(corrupt("the checksum does not match"));
+        let scratch = largest as usize + 64;
+        // The two parts at once: the head (markets and wallets) here, the
+        // positions on a thread of their own.
+        let (head, positions) = std::thread::scope(|s| {
+            let positions = s.spawn(|| {
+                let mut input = checksummed(Part::new(&file, positions_at, body));
+                let positions = read_positions(&mut input, &mut vec![0; scratch])?;
+                read_whole(input, positions_crc, "the positions part")?;
+                Ok::<_, SavedError>(positions)
+            });
+            let head = read_head(head, head_crc, scratch);
+            (head, joined(positions))
+        });
+        let (part, wallets) = head?;
+        let positions = positions?;
+        if positions.len() != part.markets.len() {
+            return Err(corrupt("positions of another number of markets"));
         }
         // Sound as read, before anything is indexed by what it names.
         let served = wallets.occupied();
@@ -408,8 +438,13 @@ impl Snapshot {
         if !sound {
             return Err(corrupt("an index names no wallet, or the counts differ"));
         }
-        let wallets = wallets.indexed();
-        let (positions, by_wallet) = assembled(positions, wallets.slots.len());
+        // What is derived from each part, at once too.
+        let slots = wallets.slots.len();
+        let (wallets, (positions, by_wallet)) = std::thread::scope(|s| {
+            let assembled = s.spawn(|| assembled(positions, slots));
+            let wallets = wallets.indexed();
+            (wallets, joined(assembled))
+        });
         Ok(Snapshot {
             version: saved.version,
             observed_at: saved.observed_at,
@@ -419,6 +454,98 @@ impl Snapshot {
             wallets,
         })
     }
+}
+
+/// The rest of the head (after its header): the markets and the wallets.
+fn read_head(
+    mut input: BufReader<Checksummed<Part<'_>>>,
+    crc: u32,
+    scratch: usize,
+) -> Result<(MarketsPart, SavedWallets), SavedError> {
+    let mut scratch = vec![0; scratch];
+    let part = read_markets(&mut input)?;
+    let wallets = SavedWallets::read(&mut input, &mut scratch)?;
+    read_whole(input, crc, "the head")?;
+    Ok((part, wallets))
+}
+
+/// A scoped thread's result; its panic goes on in the caller.
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// A part of a saved file, read through its checksum.
+fn checksummed(part: Part<'_>) -> BufReader<Checksummed<Part<'_>>> {
+    BufReader::with_capacity(BUFFER, Checksummed::new(part))
+}
+
+/// Checks that `input` was read to its end and that what it read is what
+/// was written.
+fn read_whole(
+    mut input: BufReader<Checksummed<Part<'_>>>,
+    crc: u32,
+    what: &str,
+) -> Result<(), SavedError> {
+    if !input.fill_buf()?.is_empty() {
+        return Err(SavedError::Corrupt(format!(
+            "bytes after the end of {what}"
+        )));
+    }
+    if input.into_inner().hasher.finalize() != crc {
+        return Err(SavedError::Corrupt(format!(
+            "the checksum of {what} does not match"
+        )));
+    }
+    Ok(())
+}
+
+/// The bytes `at..end` of a file, read at their offsets: several parts of
+/// one open file are read at once without sharing a cursor (a second
+/// `open` of the path could find another file renamed over it).
+struct Part<'f> {
+    file: &'f File,
+    at: u64,
+    end: u64,
+}
+
+impl<'f> Part<'f> {
+    fn new(file: &'f File, at: u64, end: u64) -> Part<'f> {
+        Part { file, at, end }
+    }
+}
+
+impl Read for Part<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = usize::try_from(self.end.saturating_sub(self.at)).unwrap_or(usize::MAX);
+        let want = buf.len().min(left);
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = read_at(self.file, &mut buf[..want], self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(unix)]
+fn read_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, at)
+}
+
+#[cfg(windows)]
+fn read_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    // Moves the file's cursor, which no reader of a saved file uses.
+    std::os::windows::fs::FileExt::seek_read(file, buf, at)
+}
+
+#[cfg(not(any(unix, windows)))]
+fn read_at(_: &File, _: &mut [u8], _: u64) -> io::Result<usize> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "no positional reads on this platform",
+    ))
 }
 
 /// The wallet table as saved: what [`Wallets`] is derived from.
@@ -507,16 +634,13 @@ fn read_list(input: &mut impl Read, scratch: &mut [u8]) -> Result<Vec<u32>, Save
     Ok(postcard::from_io::<Vec<u32>, _>((input, scratch))?.0)
 }
 
-/// Each of `markets` markets' position items, in page order.
+/// Each market's position items, in page order.
 fn read_positions(
     input: &mut impl Read,
     scratch: &mut [u8],
-    markets: usize,
 ) -> Result<Vec<Vec<PositionItem>>, SavedError> {
-    if read_count(input, scratch)? != markets {
-        return Err(corrupt("positions of another number of markets"));
-    }
-    let mut positions = Vec::with_capacity(markets);
+    let markets = read_count(input, scratch)?;
+    let mut positions = Vec::with_capacity(markets.min(1 << 16));
     for _ in 0..markets {
         let n = read_count(input, scratch)?;
         let mut all = Vec::with_capacity(n.min(1 << 24));
@@ -737,6 +861,22 @@ mod tests {
             bytes[at] ^= 0x5a;
             assert!(load(&bytes).is_err(), "byte {at} flipped");
             assert!(load(&good[..at]).is_err(), "cut at {at}");
+        }
+        // Every bit of the trailer (where the positions part starts, and
+        // the two checksums), and the positions part moved by a byte.
+        let trailer = good.len() - TRAILER as usize;
+        for at in trailer..good.len() {
+            for bit in 0..8 {
+                let mut bytes = good.clone();
+                bytes[at] ^= 1 << bit;
+                assert!(load(&bytes).is_err(), "bit {bit} of byte {at} flipped");
+            }
+        }
+        let positions_at = u64::from_le_bytes(good[trailer..trailer + 8].try_into().unwrap());
+        for moved in [positions_at - 1, positions_at + 1] {
+            let mut bytes = good.clone();
+            bytes[trailer..trailer + 8].copy_from_slice(&moved.to_le_bytes());
+            assert!(load(&bytes).is_err(), "the positions part at {moved}");
         }
         assert!(load(&good).is_ok());
         // Another build's file is named as such.
