@@ -17,8 +17,8 @@
 //!
 //! The two parts are read at once, one on each of two threads (positional
 //! reads of one open file), and what is derived from each is then rebuilt
-//! at once too: the start of a server waits for the longer of the two
-//! halves, not their sum (docs/performance.md).
+//! at once too: the start of a server waits for roughly the longer of the
+//! two halves, not their sum (docs/performance.md).
 //!
 //! A file saved by another build, or that does not read back whole (short,
 //! a failed checksum, an index out of range), is an error: the caller then
@@ -414,17 +414,17 @@ impl Snapshot {
         // The two parts at once: the head (markets and wallets) here, the
         // positions on a thread of their own.
         let (head, positions) = std::thread::scope(|s| {
-            let positions = std::thread::Builder::new().spawn_scoped(s, || {
+            let positions = s.spawn(|| {
                 let mut input = checksummed(Part::new(&file, positions_at, body));
                 let positions = read_positions(&mut input, &mut vec![0; scratch])?;
                 read_whole(input, positions_crc, "the positions part")?;
                 Ok::<_, SavedError>(positions)
             });
             let head = read_head(head, head_crc, scratch);
-            (head, positions.map(joined))
+            (head, joined(positions))
         });
         let (part, wallets) = head?;
-        let positions = positions??;
+        let positions = positions?;
         if positions.len() != part.markets.len() {
             return Err(corrupt("positions of another number of markets"));
         }
@@ -440,13 +440,10 @@ impl Snapshot {
         }
         // What is derived from each part, at once too.
         let slots = wallets.slots.len();
-        // A thread that cannot be started is an error (the caller loads
-        // from its database), not a panic.
         let (wallets, (positions, by_wallet)) = std::thread::scope(|s| {
-            let assembled =
-                std::thread::Builder::new().spawn_scoped(s, || assembled(positions, slots))?;
-            Ok::<_, io::Error>((wallets.indexed(), joined(assembled)))
-        })?;
+            let assembled = s.spawn(|| assembled(positions, slots));
+            (wallets.indexed(), joined(assembled))
+        });
         Ok(Snapshot {
             version: saved.version,
             observed_at: saved.observed_at,
