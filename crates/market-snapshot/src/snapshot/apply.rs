@@ -15,7 +15,7 @@ use market_engine::VersionChanges;
 use super::build::{empty, position_items, IntoItem};
 use super::codes::exact;
 use super::markets::{assemble, Assembled, CurrentDay, MarketPositions, MarketsPart, PositionRef};
-use super::wallets::{filter_flags, sort_orders, Filters, Order, WalletItem, Wallets};
+use super::wallets::{filter_flags, filter_sizes, sort_orders, Order, WalletItem, Wallets};
 use super::Snapshot;
 use crate::rendered::RenderedPosition;
 
@@ -151,6 +151,7 @@ impl Snapshot {
             by_hash,
             orders: HashMap::new(),
             flags,
+            filter_sizes: Default::default(),
         };
         let is_gone = |&s: &u32| gone.get(s as usize).copied().unwrap_or(false);
         // The changed wallets are in address order (sorted above).
@@ -169,6 +170,7 @@ impl Snapshot {
             },
         );
         (index.by_address, index.address_codes) = (by_address, address_codes);
+        index.filter_sizes = filter_sizes(&index.flags, &index.by_address);
         // Each slot's place in address order: ties in every order are
         // broken by address, compared here without the wallet items.
         let mut rank = vec![0u32; index.slots.len()];
@@ -253,9 +255,8 @@ impl Snapshot {
             // Each order's unfiltered list is patched with its codes (the
             // changed wallets merged in on their codes as it is copied, the
             // items compared only among equal codes); its filtered lists are
-            // derived from it.
+            // derived from it when first asked for.
             let mut orders = HashMap::new();
-            let filters = Filters::new(&index.flags, &index.by_address);
             for (sort, order) in sort_orders() {
                 let cmp = |&(x, a): &(u64, u32), &(y, b): &(u64, u32)| {
                     x.cmp(&y).then_with(|| match exact(x) {
@@ -271,7 +272,7 @@ impl Snapshot {
                 let previous = &old.orders[&(sort, order)];
                 let (all, codes) =
                     patch_coded(previous.all(), &previous.codes, is_gone, &sorted, cmp);
-                orders.insert((sort, order), Order::with_codes(all, codes, &filters));
+                orders.insert((sort, order), Order::with_codes(all, codes));
             }
             (positions.join().expect("patching positions"), orders)
         });

@@ -243,6 +243,7 @@ impl Snapshot {
                 free: Vec::new(),
                 orders: HashMap::new(),
                 flags,
+                filter_sizes: Default::default(),
             };
             let mut lists = Vec::with_capacity(2 * WalletSort::ALL.len());
             for &sort in WalletSort::ALL {

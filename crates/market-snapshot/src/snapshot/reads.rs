@@ -64,7 +64,8 @@ impl Snapshot {
                 .orders
                 .values()
                 .map(|o| {
-                    o.codes.capacity() * 8 + o.lists.iter().map(|l| l.capacity() * 4).sum::<usize>()
+                    (o.all().len() + o.derived().map(Vec::capacity).sum::<usize>()) * 4
+                        + o.codes.capacity() * 8
                 })
                 .sum::<usize>();
         self.part.heap_bytes() + positions + wallets

@@ -613,7 +613,7 @@ impl SavedWallets {
     }
 
     /// The table with what is derived: the hashed index, the address
-    /// codes, the orders' codes and filtered lists.
+    /// codes, the filters' sizes and the orders' codes.
     fn indexed(self) -> Wallets {
         let mut wallets = Wallets {
             by_hash: AddressIndex::new(&self.slots),
@@ -623,6 +623,7 @@ impl SavedWallets {
             address_codes: Vec::new(),
             orders: HashMap::new(),
             flags: self.flags,
+            filter_sizes: Default::default(),
         };
         wallets.derive_orders(self.unfiltered);
         wallets

@@ -6,7 +6,7 @@
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use market_model::{Direction, SizeClass, SortOrder, Wallet, WalletDirection, WalletSort};
 
@@ -83,18 +83,19 @@ impl WalletItem {
 impl Wallets {
     /// Derives what a build and a start from a saved version derive alike
     /// from the slots, the address order, the flags and each order's
-    /// unfiltered list (`lists`): the address codes, and every order's
-    /// codes and filtered lists.
+    /// unfiltered list (`lists`): the address codes, the filters' sizes and
+    /// every order's codes (its filtered lists are derived when first asked
+    /// for).
     pub(super) fn derive_orders(&mut self, lists: Vec<((WalletSort, SortOrder), Vec<u32>)>) {
         self.address_codes = self
             .by_address
             .iter()
             .map(|&s| self.item(s).address_code())
             .collect();
+        self.filter_sizes = filter_sizes(&self.flags, &self.by_address);
         let codes = self.ascending_codes();
-        let filters = Filters::new(&self.flags, &self.by_address);
         for ((sort, order), list) in lists {
-            let listed = Order::new(list, &codes[sort_index(sort)], order, &filters);
+            let listed = Order::new(list, &codes[sort_index(sort)], order);
             self.orders.insert((sort, order), listed);
         }
     }
@@ -133,49 +134,57 @@ pub(super) struct Wallets {
     /// Per slot, what the filters test ([`filter_flags`]), kept dense so
     /// that deriving the filtered lists touches no wallet item.
     pub(super) flags: Vec<u8>,
+    /// How many wallets each filter lists ([`filter_sizes`]): the same in
+    /// every order, so a filtered list is allocated once at its size.
+    pub(super) filter_sizes: [usize; FILTERS],
 }
 
-/// One listing order: its slots, one list per filter, and the codes of the
-/// unfiltered list's keys.
+/// One listing order: its slots, the codes of their keys, and one list per
+/// filter, derived from the unfiltered list the first time a page asks for
+/// it. A version lives until the next publish (seconds, at an own node's
+/// pace), and most of the 110 filtered lists of the ten orders are not asked
+/// for in that time: deriving them all at each version was a fifth of
+/// applying a publish, for lists that were mostly dropped unread.
 #[derive(Debug, Default)]
 pub(super) struct Order {
-    /// One list per filter (indexed by [`filter_index`]; the first is
-    /// unfiltered).
-    pub(super) lists: Vec<Vec<u32>>,
-    /// The [`code`] of each entry of the unfiltered list, in list order (so
-    /// never decreasing): what placing a wallet in the order searches.
+    /// Every wallet, in this order.
+    all: Vec<u32>,
+    /// The [`code`] of each entry of `all`, in list order (so never
+    /// decreasing): what placing a wallet in the order searches.
     pub(super) codes: Vec<u64>,
+    /// The list of filter `i` ([`filter_index`]) at `i - 1` (filter 0 is
+    /// `all`), once derived.
+    filtered: [OnceLock<Vec<u32>>; FILTERS - 1],
 }
 
 impl Order {
-    /// The order of `list` (every occupied slot, sorted in `order`), whose
+    /// The order of `all` (every occupied slot, sorted in `order`), whose
     /// slots' keys have the ascending codes `ascending` (by slot).
-    pub(super) fn new(
-        list: Vec<u32>,
-        ascending: &[u64],
-        order: SortOrder,
-        filters: &Filters<'_>,
-    ) -> Order {
-        Order {
-            codes: list
-                .iter()
-                .map(|&s| in_order(ascending[s as usize], order))
-                .collect(),
-            lists: filtered_lists(list, filters),
-        }
+    pub(super) fn new(all: Vec<u32>, ascending: &[u64], order: SortOrder) -> Order {
+        let codes = all
+            .iter()
+            .map(|&s| in_order(ascending[s as usize], order))
+            .collect();
+        Order::with_codes(all, codes)
     }
 
-    /// The order of `list` with its codes.
-    pub(super) fn with_codes(list: Vec<u32>, codes: Vec<u64>, filters: &Filters<'_>) -> Order {
+    /// The order of `all` with its codes.
+    pub(super) fn with_codes(all: Vec<u32>, codes: Vec<u64>) -> Order {
         Order {
+            all,
             codes,
-            lists: filtered_lists(list, filters),
+            filtered: Default::default(),
         }
     }
 
     /// The unfiltered list.
     pub(super) fn all(&self) -> &[u32] {
-        &self.lists[0]
+        &self.all
+    }
+
+    /// The filtered lists derived so far, for counting their memory.
+    pub(super) fn derived(&self) -> impl Iterator<Item = &Vec<u32>> {
+        self.filtered.iter().filter_map(OnceLock::get)
     }
 }
 
@@ -259,9 +268,18 @@ impl Wallets {
         cmp_values(x.key(sort), y.key(sort), order).then_with(|| x.cmp_address(y))
     }
 
-    /// The list of `q`.
+    /// The list of `q`: its order's filtered list, derived here the first
+    /// time this version is asked for it (one pass over the order's slots
+    /// and their flags: all 110 took about 13 ms at 300,000 wallets, so one
+    /// takes about a tenth of a millisecond; other requests for it wait for
+    /// that pass instead of repeating it).
     pub(super) fn list(&self, q: &WalletOrder) -> &[u32] {
-        &self.orders[&(q.sort, q.order)].lists[filter_index(q.size, q.direction)]
+        let order = &self.orders[&(q.sort, q.order)];
+        match filter_index(q.size, q.direction) {
+            0 => order.all(),
+            f => order.filtered[f - 1]
+                .get_or_init(|| filtered_list(order.all(), &self.flags, f, self.filter_sizes[f])),
+        }
     }
 
     /// Per sort key (in [`WalletSort::ALL`] order), the ascending code of
@@ -317,32 +335,25 @@ pub(super) fn filter_flags(w: &Wallet) -> u8 {
     (size as u8) | (direction << 2)
 }
 
-/// What deriving an order's filtered lists needs: each slot's flags, and
-/// how long each filter's list is (the same in every order, as every order
-/// lists every wallet), so that each list is allocated once at its size.
-/// Grown entry by entry and then shrunk, the lists were moved by the
-/// allocator several times at each version (`realloc` was a third of
-/// deriving them in a profile of the publish benchmark).
-pub(super) struct Filters<'a> {
-    flags: &'a [u8],
-    sizes: [usize; FILTERS],
-}
-
-impl<'a> Filters<'a> {
-    /// The filters of the wallets in `slots` (every occupied slot once).
-    pub(super) fn new(flags: &'a [u8], slots: &[u32]) -> Filters<'a> {
-        let mut sizes = [0; FILTERS];
-        for &s in slots {
-            let (size, direction) = size_and_direction(flags[s as usize]);
-            sizes[size * 3] += 1;
-            if direction != 0 {
-                sizes[direction] += 1;
-                sizes[size * 3 + direction] += 1;
-            }
+/// How many of the wallets in `slots` (every occupied slot once, with
+/// their `flags`) each filter lists (indexed by [`filter_index`]): the
+/// same in every order, as every order lists every wallet, so that each
+/// filtered list is allocated once at its size. Grown entry by entry and
+/// then shrunk, the lists were moved by the allocator several times at each
+/// version (`realloc` was a third of deriving them in a profile of the
+/// publish benchmark).
+pub(super) fn filter_sizes(flags: &[u8], slots: &[u32]) -> [usize; FILTERS] {
+    let mut sizes = [0; FILTERS];
+    for &s in slots {
+        let (size, direction) = size_and_direction(flags[s as usize]);
+        sizes[size * 3] += 1;
+        if direction != 0 {
+            sizes[direction] += 1;
+            sizes[size * 3 + direction] += 1;
         }
-        sizes[0] = slots.len();
-        Filters { flags, sizes }
     }
+    sizes[0] = slots.len();
+    sizes
 }
 
 /// A flags byte's size class (1–3) and direction (0–2).
@@ -357,28 +368,18 @@ pub(super) fn valid_flags(f: u8) -> bool {
     (1..=3).contains(&size) && direction <= 2
 }
 
-/// The lists of every filter, from the unfiltered list, in one pass.
-pub(super) fn filtered_lists(all: Vec<u32>, filters: &Filters<'_>) -> Vec<Vec<u32>> {
-    debug_assert_eq!(
-        all.len(),
-        filters.sizes[0],
-        "the filters are of this list's wallets"
-    );
-    let mut lists: Vec<Vec<u32>> = filters.sizes[1..]
-        .iter()
-        .map(|&n| Vec::with_capacity(n))
-        .collect();
-    // `lists[i - 1]` is filter `i`'s list (the unfiltered one is `all`).
-    for &s in &all {
-        let (size, direction) = size_and_direction(filters.flags[s as usize]);
-        lists[size * 3 - 1].push(s);
-        if direction != 0 {
-            lists[direction - 1].push(s);
-            lists[size * 3 + direction - 1].push(s);
-        }
-    }
-    lists.insert(0, all);
-    lists
+/// The entries of `all` that filter `filter` ([`filter_index`], not 0)
+/// lists, in their order; `len` of them (from [`filter_sizes`]).
+fn filtered_list(all: &[u32], flags: &[u8], filter: usize, len: usize) -> Vec<u32> {
+    let (want_size, want_direction) = (filter / 3, filter % 3);
+    let mut list = Vec::with_capacity(len);
+    list.extend(all.iter().copied().filter(|&s| {
+        let (size, direction) = size_and_direction(flags[s as usize]);
+        (want_size == 0 || size == want_size)
+            && (want_direction == 0 || direction == want_direction)
+    }));
+    debug_assert_eq!(list.len(), len, "the sizes are of this list's wallets");
+    list
 }
 
 pub(super) fn sort_orders() -> impl Iterator<Item = (WalletSort, SortOrder)> {
@@ -530,33 +531,71 @@ mod tests {
         assert_eq!(valid.len(), 9, "three sizes by three directions");
         let flags: Vec<u8> = (0..300).map(|s| valid[(s * 7) % valid.len()]).collect();
         let live: Vec<u32> = (0..300).filter(|s| s % 3 != 1).rev().collect();
-        let filters = Filters::new(&flags, &live);
-        let lists = filtered_lists(live.clone(), &filters);
-        assert_eq!(lists.len(), FILTERS);
-        for size in [
-            None,
-            Some(SizeClass::Shrimp),
-            Some(SizeClass::Shark),
-            Some(SizeClass::Whale),
-        ] {
-            for direction in [None, Some(Direction::Long), Some(Direction::Short)] {
-                let (want_size, want_direction) = (
-                    size.map_or(0, |s| filter_index(Some(s), None) / 3),
-                    direction.map_or(0, |d| filter_index(None, Some(d))),
-                );
-                let want: Vec<u32> = live
-                    .iter()
-                    .copied()
-                    .filter(|&s| {
-                        let (size, direction) = size_and_direction(flags[s as usize]);
-                        (want_size == 0 || size == want_size)
-                            && (want_direction == 0 || direction == want_direction)
-                    })
-                    .collect();
-                let list = &lists[filter_index(size, direction)];
-                assert_eq!(list, &want, "{size:?} {direction:?}");
-                assert_eq!(list.capacity(), want.len(), "allocated once at its size");
+        let sizes = filter_sizes(&flags, &live);
+        assert_eq!(sizes[0], live.len());
+        let mut seen = 0;
+        for (size, direction) in wallet_filters() {
+            let filter = filter_index(size, direction);
+            let (want_size, want_direction) = (
+                size.map_or(0, |s| filter_index(Some(s), None) / 3),
+                direction.map_or(0, |d| filter_index(None, Some(d))),
+            );
+            let want: Vec<u32> = live
+                .iter()
+                .copied()
+                .filter(|&s| {
+                    let (size, direction) = size_and_direction(flags[s as usize]);
+                    (want_size == 0 || size == want_size)
+                        && (want_direction == 0 || direction == want_direction)
+                })
+                .collect();
+            assert_eq!(sizes[filter], want.len(), "{size:?} {direction:?}");
+            if filter == 0 {
+                continue;
             }
+            seen += 1;
+            let list = filtered_list(&live, &flags, filter, sizes[filter]);
+            assert_eq!(list, want, "{size:?} {direction:?}");
+            assert_eq!(list.capacity(), want.len(), "allocated once at its size");
         }
+        assert_eq!(seen, FILTERS - 1);
+    }
+
+    #[test]
+    fn a_filtered_list_is_derived_once_and_only_when_asked_for() {
+        let flags = vec![1 | (1 << 2), 3 | (2 << 2), 2];
+        let all = vec![2, 0, 1];
+        let mut wallets = Wallets {
+            filter_sizes: filter_sizes(&flags, &all),
+            flags,
+            ..Wallets::default()
+        };
+        let key = (WalletSort::ALL[0], SortOrder::Asc);
+        wallets
+            .orders
+            .insert(key, Order::with_codes(all, vec![0; 3]));
+        assert_eq!(wallets.orders[&key].derived().count(), 0);
+        let q = |size, direction| WalletOrder {
+            sort: key.0,
+            order: key.1,
+            size,
+            direction,
+        };
+        assert_eq!(wallets.list(&q(None, None)), &[2, 0, 1]);
+        assert_eq!(
+            wallets.orders[&key].derived().count(),
+            0,
+            "the unfiltered list is kept"
+        );
+        let whales = wallets.list(&q(Some(SizeClass::Whale), None)).as_ptr();
+        assert_eq!(wallets.list(&q(Some(SizeClass::Whale), None)), &[1]);
+        assert_eq!(
+            wallets.list(&q(Some(SizeClass::Whale), None)).as_ptr(),
+            whales,
+            "derived once"
+        );
+        assert_eq!(wallets.list(&q(None, Some(Direction::Long))), &[0]);
+        assert_eq!(wallets.list(&q(Some(SizeClass::Shark), None)), &[2]);
+        assert_eq!(wallets.orders[&key].derived().count(), 3);
     }
 }
