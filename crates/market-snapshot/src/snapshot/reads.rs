@@ -64,7 +64,8 @@ impl Snapshot {
                 .orders
                 .values()
                 .map(|o| {
-                    (o.all().len() + o.derived().map(Vec::capacity).sum::<usize>()) * 4
+                    (o.all().len() + o.derived().map_or(0, |l| l.iter().map(Vec::capacity).sum()))
+                        * 4
                         + o.codes.capacity() * 8
                 })
                 .sum::<usize>();

@@ -12,8 +12,9 @@
 //! bytes little-endian: where the positions part starts (u64), the CRC-32
 //! of the head and that of the positions part (u32 each). Records are
 //! postcard. What is derived (the lookups by symbol and address, the
-//! filtered wallet lists, the long and short subsets, each wallet's
-//! positions) is rebuilt, not saved.
+//! orders' codes, the long and short subsets, each wallet's positions) is
+//! rebuilt, not saved; the filtered wallet lists are derived when a page
+//! first asks for them, as in any version.
 //!
 //! The two parts are read at once, one on each of two threads (positional
 //! reads of one open file), and what is derived from each is then rebuilt

@@ -139,12 +139,17 @@ pub(super) struct Wallets {
     pub(super) filter_sizes: [usize; FILTERS],
 }
 
-/// One listing order: its slots, the codes of their keys, and one list per
-/// filter, derived from the unfiltered list the first time a page asks for
-/// it. A version lives until the next publish (seconds, at an own node's
-/// pace), and most of the 110 filtered lists of the ten orders are not asked
-/// for in that time: deriving them all at each version was a fifth of
-/// applying a publish, for lists that were mostly dropped unread.
+/// One listing order: its slots, the codes of their keys, and its eleven
+/// filtered lists, derived together from the unfiltered list the first
+/// time a page asks for any of them in this version. A version lives
+/// until the next publish (seconds, at an own node's pace), and the ten
+/// orders' filtered lists were derived at every version whether or not
+/// one was asked for (a fifth of the apply's thread that patches the
+/// orders). Deriving an order's eleven in one pass costs about what
+/// deriving one alone costs (each slot's flags byte is a random read in
+/// value order), so they are derived by order, never by list: a version
+/// then does at most the work it did before, and none for the orders no
+/// filtered page asks for.
 #[derive(Debug, Default)]
 pub(super) struct Order {
     /// Every wallet, in this order.
@@ -154,7 +159,7 @@ pub(super) struct Order {
     pub(super) codes: Vec<u64>,
     /// The list of filter `i` ([`filter_index`]) at `i - 1` (filter 0 is
     /// `all`), once derived.
-    filtered: [OnceLock<Vec<u32>>; FILTERS - 1],
+    filtered: OnceLock<Vec<Vec<u32>>>,
 }
 
 impl Order {
@@ -173,7 +178,7 @@ impl Order {
         Order {
             all,
             codes,
-            filtered: Default::default(),
+            filtered: OnceLock::new(),
         }
     }
 
@@ -182,9 +187,9 @@ impl Order {
         &self.all
     }
 
-    /// The filtered lists derived so far, for counting their memory.
-    pub(super) fn derived(&self) -> impl Iterator<Item = &Vec<u32>> {
-        self.filtered.iter().filter_map(OnceLock::get)
+    /// The filtered lists, once derived (for counting their memory).
+    pub(super) fn derived(&self) -> Option<&[Vec<u32>]> {
+        self.filtered.get().map(Vec::as_slice)
     }
 }
 
@@ -268,17 +273,18 @@ impl Wallets {
         cmp_values(x.key(sort), y.key(sort), order).then_with(|| x.cmp_address(y))
     }
 
-    /// The list of `q`: its order's filtered list, derived here the first
-    /// time this version is asked for it (one pass over the order's slots
-    /// and their flags: all 110 took about 13 ms at 300,000 wallets, so one
-    /// takes about a tenth of a millisecond; other requests for it wait for
-    /// that pass instead of repeating it).
+    /// The list of `q`. A filtered one is derived here, with the other
+    /// filtered lists of its order, the first time this version is asked
+    /// for any of them (one pass over the order's slots and their flags;
+    /// other requests for them wait for that pass instead of repeating it).
     pub(super) fn list(&self, q: &WalletOrder) -> &[u32] {
         let order = &self.orders[&(q.sort, q.order)];
         match filter_index(q.size, q.direction) {
             0 => order.all(),
-            f => order.filtered[f - 1]
-                .get_or_init(|| filtered_list(order.all(), &self.flags, f, self.filter_sizes[f])),
+            f => &order
+                .filtered
+                .get_or_init(|| filtered_lists(order.all(), &self.flags, &self.filter_sizes))
+                [f - 1],
         }
     }
 
@@ -368,18 +374,21 @@ pub(super) fn valid_flags(f: u8) -> bool {
     (1..=3).contains(&size) && direction <= 2
 }
 
-/// The entries of `all` that filter `filter` ([`filter_index`], not 0)
-/// lists, in their order; `len` of them (from [`filter_sizes`]).
-fn filtered_list(all: &[u32], flags: &[u8], filter: usize, len: usize) -> Vec<u32> {
-    let (want_size, want_direction) = (filter / 3, filter % 3);
-    let mut list = Vec::with_capacity(len);
-    list.extend(all.iter().copied().filter(|&s| {
+/// The lists of every filter but the first (the unfiltered one, `all`),
+/// from `all` in one pass: filter `i`'s ([`filter_index`]) at `i - 1`, each
+/// allocated at its size (`sizes`, from [`filter_sizes`]).
+fn filtered_lists(all: &[u32], flags: &[u8], sizes: &[usize; FILTERS]) -> Vec<Vec<u32>> {
+    debug_assert_eq!(all.len(), sizes[0], "the sizes are of this list's wallets");
+    let mut lists: Vec<Vec<u32>> = sizes[1..].iter().map(|&n| Vec::with_capacity(n)).collect();
+    for &s in all {
         let (size, direction) = size_and_direction(flags[s as usize]);
-        (want_size == 0 || size == want_size)
-            && (want_direction == 0 || direction == want_direction)
-    }));
-    debug_assert_eq!(list.len(), len, "the sizes are of this list's wallets");
-    list
+        lists[size * 3 - 1].push(s);
+        if direction != 0 {
+            lists[direction - 1].push(s);
+            lists[size * 3 + direction - 1].push(s);
+        }
+    }
+    lists
 }
 
 pub(super) fn sort_orders() -> impl Iterator<Item = (WalletSort, SortOrder)> {
@@ -533,6 +542,8 @@ mod tests {
         let live: Vec<u32> = (0..300).filter(|s| s % 3 != 1).rev().collect();
         let sizes = filter_sizes(&flags, &live);
         assert_eq!(sizes[0], live.len());
+        let lists = filtered_lists(&live, &flags, &sizes);
+        assert_eq!(lists.len(), FILTERS - 1);
         let mut seen = 0;
         for (size, direction) in wallet_filters() {
             let filter = filter_index(size, direction);
@@ -554,15 +565,15 @@ mod tests {
                 continue;
             }
             seen += 1;
-            let list = filtered_list(&live, &flags, filter, sizes[filter]);
-            assert_eq!(list, want, "{size:?} {direction:?}");
+            let list = &lists[filter - 1];
+            assert_eq!(list, &want, "{size:?} {direction:?}");
             assert_eq!(list.capacity(), want.len(), "allocated once at its size");
         }
         assert_eq!(seen, FILTERS - 1);
     }
 
     #[test]
-    fn a_filtered_list_is_derived_once_and_only_when_asked_for() {
+    fn filtered_lists_are_derived_once_and_only_when_asked_for() {
         let flags = vec![1 | (1 << 2), 3 | (2 << 2), 2];
         let all = vec![2, 0, 1];
         let mut wallets = Wallets {
@@ -574,7 +585,7 @@ mod tests {
         wallets
             .orders
             .insert(key, Order::with_codes(all, vec![0; 3]));
-        assert_eq!(wallets.orders[&key].derived().count(), 0);
+        assert!(wallets.orders[&key].derived().is_none());
         let q = |size, direction| WalletOrder {
             sort: key.0,
             order: key.1,
@@ -582,12 +593,16 @@ mod tests {
             direction,
         };
         assert_eq!(wallets.list(&q(None, None)), &[2, 0, 1]);
-        assert_eq!(
-            wallets.orders[&key].derived().count(),
-            0,
+        assert!(
+            wallets.orders[&key].derived().is_none(),
             "the unfiltered list is kept"
         );
         let whales = wallets.list(&q(Some(SizeClass::Whale), None)).as_ptr();
+        assert_eq!(
+            wallets.orders[&key].derived().map(<[_]>::len),
+            Some(11),
+            "the order's filtered lists are derived together"
+        );
         assert_eq!(wallets.list(&q(Some(SizeClass::Whale), None)), &[1]);
         assert_eq!(
             wallets.list(&q(Some(SizeClass::Whale), None)).as_ptr(),
@@ -596,6 +611,9 @@ mod tests {
         );
         assert_eq!(wallets.list(&q(None, Some(Direction::Long))), &[0]);
         assert_eq!(wallets.list(&q(Some(SizeClass::Shark), None)), &[2]);
-        assert_eq!(wallets.orders[&key].derived().count(), 3);
+        assert_eq!(
+            wallets.list(&q(Some(SizeClass::Shark), Some(Direction::Short))),
+            &[] as &[u32]
+        );
     }
 }
