@@ -170,7 +170,6 @@ impl Snapshot {
             },
         );
         (index.by_address, index.address_codes) = (by_address, address_codes);
-        index.filter_sizes = filter_sizes(&index.flags, &index.by_address);
         // Each slot's place in address order: ties in every order are
         // broken by address, compared here without the wallet items.
         let mut rank = vec![0u32; index.slots.len()];
@@ -179,7 +178,7 @@ impl Snapshot {
         }
         let by_address = |a: u32, b: u32| rank[a as usize].cmp(&rank[b as usize]);
 
-        let (positions, orders) = std::thread::scope(|s| {
+        let (positions, orders, sizes) = std::thread::scope(|s| {
             let index = &index;
             let positions = s.spawn(|| {
                 let wallet_of = |address: &str| -> Option<(u32, &Wallet)> {
@@ -255,7 +254,9 @@ impl Snapshot {
             // Each order's unfiltered list is patched with its codes (the
             // changed wallets merged in on their codes as it is copied, the
             // items compared only among equal codes); its filtered lists are
-            // derived from it when first asked for.
+            // derived from it when first asked for, at sizes counted here
+            // (beside the positions' thread, not before it starts).
+            let sizes = filter_sizes(&index.flags, &index.by_address);
             let mut orders = HashMap::new();
             for (sort, order) in sort_orders() {
                 let cmp = |&(x, a): &(u64, u32), &(y, b): &(u64, u32)| {
@@ -274,10 +275,10 @@ impl Snapshot {
                     patch_coded(previous.all(), &previous.codes, is_gone, &sorted, cmp);
                 orders.insert((sort, order), Order::with_codes(all, codes));
             }
-            (positions.join().expect("patching positions"), orders)
+            (positions.join().expect("patching positions"), orders, sizes)
         });
         let (positions, by_wallet) = positions;
-        index.orders = orders;
+        (index.orders, index.filter_sizes) = (orders, sizes);
         Snapshot {
             version,
             observed_at,

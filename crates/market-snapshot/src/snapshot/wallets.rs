@@ -1,8 +1,8 @@
 //! The wallet table of a version: rendered wallet items in stable slots,
 //! the address index (sorted and hashed), every documented listing order
-//! with its filtered lists and its keys' codes, and how those orders are
-//! sorted at a build. Kept apart from the positions: the lists name
-//! wallets by slot.
+//! with its keys' codes and its filtered lists (derived when a page first
+//! asks for one), and how those orders are sorted at a build. Kept apart
+//! from the positions: the lists name wallets by slot.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -145,11 +145,11 @@ pub(super) struct Wallets {
 /// until the next publish (seconds, at an own node's pace), and the ten
 /// orders' filtered lists were derived at every version whether or not
 /// one was asked for (a fifth of the apply's thread that patches the
-/// orders). Deriving an order's eleven in one pass costs about what
-/// deriving one alone costs (each slot's flags byte is a random read in
-/// value order), so they are derived by order, never by list: a version
-/// then does at most the work it did before, and none for the orders no
-/// filtered page asks for.
+/// orders). Deriving an order's eleven in one pass cost about what
+/// deriving one alone cost when it was measured (each slot's flags byte is
+/// a random read in value order), so they are derived by order, never by
+/// list: a version then does at most the work it did before, and none for
+/// the orders no filtered page asks for.
 #[derive(Debug, Default)]
 pub(super) struct Order {
     /// Every wallet, in this order.
