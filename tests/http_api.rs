@@ -1,5 +1,6 @@
 //! Black-box HTTP tests: the real app on a real SQLite file, called over real HTTP.
 
+mod allocator;
 mod client;
 mod error_contract;
 mod history;

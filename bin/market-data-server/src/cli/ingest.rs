@@ -316,12 +316,13 @@ pub(super) fn track(args: TrackArgs) -> anyhow::Result<()> {
         &info_url,
         std::time::Duration::from_secs(tuning.timeout),
     );
+    // The `track` command ends on a signal: nothing sets it.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let tracker = std::sync::Arc::new(market_tracker::Tracker::new(
         cfg,
         store,
         Box::new(source),
-        stop.clone(),
+        stop,
     )?);
     if let Some(addr) = &tuning.metrics_bind {
         let metrics =
@@ -329,16 +330,6 @@ pub(super) fn track(args: TrackArgs) -> anyhow::Result<()> {
         let started = std::time::Instant::now();
         serve_metrics(addr, std::sync::Arc::new(move || metrics.render(started)))?;
     }
-    let publishes = tracker.clone();
-    crate::platform::trim_after_each_publish(
-        move || {
-            publishes
-                .stats
-                .publishes
-                .load(std::sync::atomic::Ordering::Relaxed)
-        },
-        stop.clone(),
-    )?;
     eprintln!("tracking {info_url}; a data version is published every {publish_every} s");
     tracker.run();
     Ok(())

@@ -197,9 +197,6 @@ fn run_server(args: &ServeArgs, store: Store) -> anyhow::Result<()> {
         },
     )
     .context("loading the served data")?;
-    // After the first load (which runs fastest with glibc's defaults) and
-    // before serving.
-    crate::platform::tune_allocator();
     state.spawn_reloader();
     state.spawn_usage_flusher();
     let deliveries = if args.webhook_delivery {

@@ -14,7 +14,7 @@ use market_snapshot::{RenderedPosition, Snapshot};
 use market_store::{SnapshotMeta, Store, StoreError};
 
 use super::AppState;
-use crate::platform::{lower_thread_priority, process_cpu, release_free_memory};
+use crate::platform::{lower_thread_priority, process_cpu};
 
 /// How often a server checks the database for a new data version (a cheap
 /// query): on SQLite, the only way to learn of one; on PostgreSQL, besides
@@ -265,12 +265,6 @@ impl AppState {
         // changes since).
         if let Some(saved) = self.saved.as_ref().filter(|s| whole || s.due(wallets)) {
             saved.save_in_background(self.snapshot.load_full());
-        }
-        if whole {
-            // A whole load freed its rows and model structs (several hundred
-            // MB); an applied change frees little, and mostly large blocks
-            // that go back to the OS by themselves.
-            release_free_memory();
         }
         // Everything the new version cost, freeing the old one included
         // (and whatever the workers served meanwhile).
