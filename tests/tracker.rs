@@ -673,6 +673,7 @@ live_on_both_backends!(
     a_trade_just_before_kill_9_is_read_right_after_the_restart,
     a_whale_with_most_equity_on_a_hip3_dex_is_refreshed_as_a_whale,
     reads_past_a_full_publish_go_in_the_next_one_at_once,
+    sigterm_stops_track_with_its_registry_saved,
 );
 
 /// An own node reads more wallets in its first minute than one publish
@@ -831,6 +832,24 @@ async fn markets_without_a_new_candle_are_paced(backend: Backend) {
         .filter(|(_, _, kind)| kind == "candleSnapshot")
         .count() as u64;
     assert_eq!(sent, tracker.stats.candle_requests.load(Ordering::Relaxed));
+    // The market with the largest open interest (USD) first: the one most
+    // users open has candles in the first minute.
+    let largest = {
+        let world = fake.ex.world();
+        let mut coins: Vec<(i128, &String)> = world
+            .prices
+            .iter()
+            .map(|(coin, &cents)| {
+                let lots = i128::from(world.open_interest_lots(coin));
+                (lots * i128::from(cents), coin)
+            })
+            .collect();
+        coins.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        assert!(coins[0].0 > coins[1].0, "a tie at the top: {coins:?}");
+        coins[0].1.clone()
+    };
+    let first = fake.ex.candle_coins.lock().unwrap().first().cloned();
+    assert_eq!(first.as_deref(), Some(largest.as_str()));
     // One request, then the pause (3600 s / 4 markets, at least 10 s).
     assert!(
         sent <= 1 + elapsed / 10,
@@ -1212,6 +1231,68 @@ async fn a_trade_just_before_kill_9_is_read_right_after_the_restart(backend: Bac
         "read at {at}, killed at {killed}; log:\n{}",
         dump()
     );
+}
+
+/// `track` stops on SIGTERM the way a service manager stops it: exit 0
+/// after its stop path, which saves the registry and, on SQLite, copies
+/// the write-ahead log back (the last connection closed, SQLite removes
+/// the log file; after a `kill -9`, or SIGTERM's default action, it stays).
+async fn sigterm_stops_track_with_its_registry_saved(backend: Backend) {
+    let fake = fake_exchange::start(10, 10).await;
+    let (store, db) = track_store(backend);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("track.log");
+    let dump = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut track = spawn_track(&fake, db.url(), &log);
+    wait_until(
+        "a version published and the wallets read",
+        Duration::from_secs(40),
+        || async {
+            store.latest_snapshot().unwrap().is_some()
+                && store
+                    .registry()
+                    .unwrap()
+                    .iter()
+                    .filter(|e| e.last_read_at.is_some())
+                    .count()
+                    >= 10
+        },
+    )
+    .await;
+    drop(store);
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &track.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = track.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "still running 30 s after SIGTERM; log:\n{}",
+            dump()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!("stopped {:?} after SIGTERM", started.elapsed());
+    assert!(status.success(), "exit status {status}; log:\n{}", dump());
+    assert!(dump().contains("stopped on a signal"), "{}", dump());
+    if let TestDatabase::Sqlite { url, .. } = &db {
+        let wal = std::fs::metadata(format!("{url}-wal")).map_or(0, |m| m.len());
+        assert_eq!(wal, 0, "the write-ahead log was left behind");
+    }
+    // Every entry it read is stored with its read.
+    let store = Store::open(db.url(), PoolOptions::default()).unwrap();
+    let read = store
+        .registry()
+        .unwrap()
+        .iter()
+        .filter(|e| e.last_read_at.is_some())
+        .count();
+    assert!(read >= 10, "{read} entries with a read; log:\n{}", dump());
 }
 
 /// Issue 37: a whale whose equity is mostly on a HIP-3 dex was tiered by

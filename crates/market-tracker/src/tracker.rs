@@ -125,6 +125,10 @@ pub struct Tracker {
     publisher: Mutex<Publisher>,
     meta: RwLock<MarketMeta>,
     marks: RwLock<Arc<Marks>>,
+    /// Every market's symbol, the largest open interest (USD) first: the
+    /// order the candle loop fetches them in, so that the markets most
+    /// users open have candles in `track`'s first minutes.
+    by_interest: RwLock<Arc<[String]>>,
     /// Set by a read that met an asset without a mark: the dexes are read again soon.
     meta_stale: AtomicBool,
     /// Coins already logged as without a mark (logged once each).
@@ -137,6 +141,18 @@ pub struct Tracker {
     /// Counters.
     pub stats: Stats,
     stop: Arc<AtomicBool>,
+}
+
+/// The symbols of `quotes`, the largest open interest first (then by
+/// symbol, so that the order is the same for equal interest).
+fn by_interest(quotes: &[Quote]) -> Arc<[String]> {
+    let mut sorted: Vec<&Quote> = quotes.iter().collect();
+    sorted.sort_by(|a, b| {
+        b.open_interest
+            .cmp(&a.open_interest)
+            .then_with(|| a.symbol.cmp(&b.symbol))
+    });
+    sorted.into_iter().map(|q| q.symbol.clone()).collect()
 }
 
 /// Registry entries saved at once (with a publish, or on their own): a
@@ -204,6 +220,7 @@ impl Tracker {
             publisher: Mutex::new(publisher),
             meta: RwLock::new(MarketMeta::default()),
             marks: RwLock::new(Arc::new(Marks::default())),
+            by_interest: RwLock::new(Arc::from([])),
             meta_stale: AtomicBool::new(false),
             unvalued_logged: Mutex::new(HashSet::new()),
             candles: Mutex::new(BTreeMap::new()),
@@ -551,43 +568,40 @@ impl Tracker {
     fn candle_loop(&self, fetcher: &Fetcher<'_>) {
         let mut fetched: HashMap<String, i64> = HashMap::new();
         while !self.stopped() {
-            let symbols: Vec<String> = self
-                .marks
+            let symbols = self
+                .by_interest
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
-                .prices
-                .keys()
-                .cloned()
-                .collect();
+                .clone();
             let now = now_seconds();
             let hour = now.unix_timestamp() / 3600;
             // Spread over the hour: one request every 10 s at most, fewer
             // when there are fewer than 360 markets.
             let pace = Duration::from_secs((3600 / symbols.len().max(1) as u64).max(10));
             let mut requested = false;
-            for symbol in symbols {
+            for symbol in symbols.iter() {
                 if self.stopped() {
                     return;
                 }
-                if fetched.get(&symbol) == Some(&hour) {
+                if fetched.get(symbol) == Some(&hour) {
                     continue;
                 }
                 fetched.insert(symbol.clone(), hour);
-                match fetch_new_candles(fetcher, &self.store, &symbol, now) {
+                match fetch_new_candles(fetcher, &self.store, symbol, now) {
                     Ok(CandleFetch::UpToDate) => continue,
                     Ok(CandleFetch::Fetched(c)) if c.is_empty() => {}
                     Ok(CandleFetch::Fetched(c)) => lock(&self.candles)
-                        .entry(symbol)
+                        .entry(symbol.clone())
                         .or_default()
                         .extend(c.into_iter().map(|c| (c.time, c))),
                     Err(CandleError::Store(e)) => {
                         log::warn!("candles of {symbol}: {e}");
-                        fetched.remove(&symbol);
+                        fetched.remove(symbol);
                         continue;
                     }
                     Err(CandleError::Source(e)) => {
                         log::warn!("candles of {symbol} failed: {e}");
-                        fetched.remove(&symbol);
+                        fetched.remove(symbol);
                     }
                 }
                 requested = true;
@@ -674,6 +688,7 @@ impl Tracker {
             .collect();
         *self.marks.write().unwrap_or_else(|p| p.into_inner()) =
             Arc::new(Marks::new(quotes, delisted));
+        *self.by_interest.write().unwrap_or_else(|p| p.into_inner()) = by_interest(quotes);
     }
 
     /// One publish; whether it left ready reads for the next one

@@ -401,6 +401,8 @@ pub struct Exchange {
     pub trades_sent: AtomicU64,
     /// Account states of flat traders answered (each empty), by address.
     pub flat_reads: Mutex<HashMap<String, u64>>,
+    /// The coin of every candle request, in the order received.
+    pub candle_coins: Mutex<Vec<String>>,
     window: Mutex<VecDeque<(Instant, u32)>>,
     trades: Mutex<Option<broadcast::Sender<Value>>>,
     kick: Mutex<Option<broadcast::Sender<()>>>,
@@ -915,7 +917,11 @@ async fn info(body: web::Json<Value>, ex: web::Data<Arc<Exchange>>) -> HttpRespo
             }
             HttpResponse::Ok().json(w.state(user, dex))
         }
-        "candleSnapshot" => HttpResponse::Ok().json(json!([])),
+        "candleSnapshot" => {
+            let coin = body["req"]["coin"].as_str().unwrap_or("").to_owned();
+            ex.candle_coins.lock().unwrap().push(coin);
+            HttpResponse::Ok().json(json!([]))
+        }
         _ => HttpResponse::BadRequest().finish(),
     }
 }

@@ -316,8 +316,7 @@ pub(super) fn track(args: TrackArgs) -> anyhow::Result<()> {
         &info_url,
         std::time::Duration::from_secs(tuning.timeout),
     );
-    // The `track` command ends on a signal: nothing sets it.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = stop_on_signal()?;
     let tracker = std::sync::Arc::new(market_tracker::Tracker::new(
         cfg,
         store,
@@ -332,7 +331,25 @@ pub(super) fn track(args: TrackArgs) -> anyhow::Result<()> {
     }
     eprintln!("tracking {info_url}; a data version is published every {publish_every} s");
     tracker.run();
+    log::info!("stopped on a signal; every registry entry is saved");
     Ok(())
+}
+
+/// A flag that SIGTERM, SIGINT or SIGQUIT sets, for the tracker's stop
+/// path: its threads end at their next check (a publish under way ends
+/// first), the registry entries not yet saved are saved, SQLite's
+/// write-ahead log is copied back, and the process exits 0. A second
+/// signal while it stops exits at once (status 1), for an operator who
+/// cannot wait.
+fn stop_on_signal() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    use signal_hook::{consts::TERM_SIGNALS, flag};
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for &signal in TERM_SIGNALS {
+        // Registered first, so it sees the flag as the earlier signal left it.
+        flag::register_conditional_shutdown(signal, 1, stop.clone())?;
+        flag::register(signal, stop.clone())?;
+    }
+    Ok(stop)
 }
 
 /// Loads recorded responses as one scan.
