@@ -9,7 +9,8 @@
 //! - what a running server does with it: reading the changes
 //!   (`Store::load_changes_for_serving`, positions rendered from their
 //!   text), applying them to the served snapshot (`Snapshot::apply_rendered`),
-//!   and both;
+//!   and both, also after a pause before each cycle, as a server that
+//!   applies a publish a minute does it;
 //! - the store's part of writing it (`Store::publish`: the version's rows,
 //!   closing the changed wallets' rows, history and events, pruning the
 //!   version before the previous one, and what `track` writes beside them
@@ -20,6 +21,7 @@
 mod common;
 
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use market_engine::VersionChanges;
@@ -39,6 +41,17 @@ fn changed() -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|&n| n > 0)
         .unwrap_or(7_000)
+}
+
+/// The pause before each cycle of `read_and_apply_after_a_pause`:
+/// `BENCH_PAUSE_MS`, 1,500 ms by default (jemalloc's purge, as the server
+/// binary configures it, follows a free by a second).
+fn pause() -> Duration {
+    let ms = std::env::var("BENCH_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_500);
+    Duration::from_millis(ms)
 }
 
 /// What `track` writes beside the changed wallets' rows, one of each per
@@ -167,6 +180,25 @@ fn publish(c: &mut Criterion) {
     g.bench_function(
         format!("read_and_apply_changes_{changed}_of_300k_wallets"),
         |b| b.iter(|| black_box(served.apply_rendered(meta.version, read()))),
+    );
+    // A server applies a publish a minute, and by then its allocator has
+    // handed the pages the previous cycle freed back to the system (the
+    // binary's jemalloc after a second): each cycle after a pause (not
+    // timed) faults its memory in afresh, as a running server's does.
+    g.bench_function(
+        format!("read_and_apply_after_a_pause_{changed}_of_300k_wallets"),
+        |b| {
+            b.iter_custom(|iters| {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    std::thread::sleep(pause());
+                    let started = Instant::now();
+                    black_box(served.apply_rendered(meta.version, read()));
+                    timed += started.elapsed();
+                }
+                timed
+            })
+        },
     );
     // Last: each publish prunes the versions the reads above start from.
     g.bench_function(format!("write_{changed}_of_300k_wallets"), |b| {

@@ -25,11 +25,13 @@ mod markets;
 mod pages;
 mod reads;
 mod saved;
+mod spare;
 #[cfg(test)]
 mod testing;
 mod wallets;
 
 use markets::{MarketPositions, MarketsPart, PositionItem};
+use spare::{Lists, Spare};
 use wallets::Wallets;
 
 pub use pages::{
@@ -53,6 +55,31 @@ pub struct Snapshot {
     /// Each wallet slot's positions on every market, by value descending
     /// then symbol (the items of `positions`, shared).
     by_wallet: Vec<WalletPositions>,
+    /// The lists of the last version of this line dropped, for the next
+    /// apply to write over.
+    spare: Arc<Spare>,
+}
+
+impl Drop for Snapshot {
+    /// Hands its sorted lists to the versions applied after it (a market's
+    /// lists only when no newer version shares them).
+    fn drop(&mut self) {
+        let mut lists = Lists::default();
+        for order in self.wallets.orders.drain().map(|(_, o)| o) {
+            let (all, codes) = order.into_lists();
+            lists.keep(all);
+            lists.keep(codes);
+        }
+        lists.keep(std::mem::take(&mut self.wallets.by_address));
+        lists.keep(std::mem::take(&mut self.wallets.address_codes));
+        for market in self.positions.drain(..).filter_map(Arc::into_inner) {
+            lists.keep(market.refs);
+            lists.keep(market.codes);
+            lists.keep(market.long);
+            lists.keep(market.short);
+        }
+        self.spare.replace(lists);
+    }
 }
 
 /// One wallet's position items.

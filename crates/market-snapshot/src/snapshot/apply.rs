@@ -15,6 +15,7 @@ use market_engine::VersionChanges;
 use super::build::{empty, position_items, IntoItem};
 use super::codes::exact;
 use super::markets::{assemble, Assembled, CurrentDay, MarketPositions, MarketsPart, PositionRef};
+use super::spare::{Element, Spare};
 use super::wallets::{filter_flags, filter_sizes, sort_orders, Order, WalletItem, Wallets};
 use super::Snapshot;
 use crate::rendered::RenderedPosition;
@@ -22,12 +23,17 @@ use crate::rendered::RenderedPosition;
 /// `old` without the entries `gone` marks, with `added` (sorted by `cmp`,
 /// which must order `old` too) merged in, for a list whose entries have
 /// codes (the address order, an order's unfiltered list, a market's
-/// positions), kept as two arrays. One pass that merges as it copies: the
-/// codes are compared (8 bytes an entry, read in order), and the entries
-/// (`cmp`, on (code, entry) pairs) only where codes tie. A binary search
-/// per added entry instead read the codes at places spread over the list,
-/// most of them cache misses, and needed a copy of the kept entries first.
-fn patch_coded<T: Copy>(
+/// positions), kept as two arrays, written into lists taken from `spare`.
+///
+/// The kept entries between two added ones are copied as runs: the end of
+/// a run is found on the codes (a search that doubles its step from the
+/// run's start: runs average the list's length over the entries added),
+/// its gone entries by one read-only pass, and what is left between them
+/// is copied whole. Only where codes tie are the entries compared (`cmp`,
+/// on (code, entry) pairs), one at a time. Copying entry by entry, with a
+/// comparison and two pushes for each, took most of the apply's thread.
+fn patch_coded<T: Element>(
+    spare: &Spare,
     old: &[T],
     old_codes: &[u64],
     gone: impl Fn(&T) -> bool,
@@ -35,34 +41,76 @@ fn patch_coded<T: Copy>(
     cmp: impl Fn(&(u64, T), &(u64, T)) -> Ordering,
 ) -> (Vec<T>, Vec<u64>) {
     let n = old.len() + added.len();
-    let (mut out, mut out_codes) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let mut next = added.iter().peekable();
-    for (&s, &c) in old.iter().zip(old_codes) {
-        if gone(&s) {
-            continue;
-        }
-        // Before it go the added entries it does not precede.
-        while let Some(&&(ac, a)) = next.peek() {
-            let before = match ac.cmp(&c) {
-                Ordering::Less => true,
-                Ordering::Greater => false,
-                Ordering::Equal => cmp(&(c, s), &(ac, a)) != Ordering::Less,
-            };
-            if !before {
-                break;
+    let (mut out, mut out_codes) = (spare.take(n), spare.take(n));
+    let mut at = 0;
+    for &(ac, a) in added {
+        let end = at + count_below(&old_codes[at..], ac);
+        copy_kept(
+            &old[at..end],
+            &old_codes[at..end],
+            &gone,
+            &mut out,
+            &mut out_codes,
+        );
+        at = end;
+        // Among equal codes, the kept entries that precede it go first.
+        while at < old.len() && old_codes[at] == ac {
+            let s = old[at];
+            if !gone(&s) {
+                if cmp(&(ac, s), &(ac, a)) != Ordering::Less {
+                    break;
+                }
+                out.push(s);
+                out_codes.push(ac);
             }
-            out.push(a);
-            out_codes.push(ac);
-            next.next();
+            at += 1;
         }
-        out.push(s);
-        out_codes.push(c);
-    }
-    for &(ac, a) in next {
         out.push(a);
         out_codes.push(ac);
     }
+    copy_kept(
+        &old[at..],
+        &old_codes[at..],
+        &gone,
+        &mut out,
+        &mut out_codes,
+    );
     (out, out_codes)
+}
+
+/// Appends the entries of `run` that are not `gone` (and their codes):
+/// one read-only pass that finds the gone ones, and copies of what lies
+/// between them.
+fn copy_kept<T: Copy>(
+    run: &[T],
+    codes: &[u64],
+    gone: &impl Fn(&T) -> bool,
+    out: &mut Vec<T>,
+    out_codes: &mut Vec<u64>,
+) {
+    let mut start = 0;
+    for (i, s) in run.iter().enumerate() {
+        if gone(s) {
+            out.extend_from_slice(&run[start..i]);
+            out_codes.extend_from_slice(&codes[start..i]);
+            start = i + 1;
+        }
+    }
+    out.extend_from_slice(&run[start..]);
+    out_codes.extend_from_slice(&codes[start..]);
+}
+
+/// How many of `codes` (never decreasing) are below `code`: a search whose
+/// step doubles from the start, then halves.
+fn count_below(codes: &[u64], code: u64) -> usize {
+    let (mut below, mut step) = (0, 1);
+    // `codes[..below]` are all below `code`.
+    while below + step <= codes.len() && codes[below + step - 1] < code {
+        below += step;
+        step *= 2;
+    }
+    let end = (below + step).min(codes.len());
+    below + codes[below..end].partition_point(|&c| c < code)
 }
 
 impl Snapshot {
@@ -160,6 +208,7 @@ impl Snapshot {
             .map(|&s| (index.item(s).address_code(), s))
             .collect();
         let (by_address, address_codes) = patch_coded(
+            &self.spare,
             &old.by_address,
             &old.address_codes,
             is_gone,
@@ -243,8 +292,9 @@ impl Snapshot {
                                 let (old, old_codes) =
                                     previous.map_or((&[][..], &[][..]), |p| (&p.refs, &p.codes));
                                 let (refs, codes) =
-                                    patch_coded(old, old_codes, is_gone, &added, cmp);
-                                Arc::new(MarketPositions::new(refs, codes))
+                                    patch_coded(&self.spare, old, old_codes, is_gone, &added, cmp);
+                                let list = |n| self.spare.take(n);
+                                Arc::new(MarketPositions::split(refs, codes, list))
                             }
                         }
                     })
@@ -271,8 +321,14 @@ impl Snapshot {
                     .collect();
                 sorted.sort_by(cmp);
                 let previous = &old.orders[&(sort, order)];
-                let (all, codes) =
-                    patch_coded(previous.all(), &previous.codes, is_gone, &sorted, cmp);
+                let (all, codes) = patch_coded(
+                    &self.spare,
+                    previous.all(),
+                    &previous.codes,
+                    is_gone,
+                    &sorted,
+                    cmp,
+                );
                 orders.insert((sort, order), Order::with_codes(all, codes));
             }
             (positions.join().expect("patching positions"), orders, sizes)
@@ -286,6 +342,7 @@ impl Snapshot {
             positions,
             wallets: index,
             by_wallet,
+            spare: self.spare.clone(),
         }
     }
 }
@@ -298,40 +355,77 @@ mod tests {
     use market_engine::{materialize, DataVersion};
     use market_model::{Direction, MarketPosition, MarketSort, SortOrder};
 
+    use crate::snapshot::spare::Lists;
     use crate::snapshot::wallets::wallet_filters;
     use crate::snapshot::{PositionKey, WalletKey, WalletOrder};
 
     #[test]
     fn patch_coded_places_entries_by_code_then_pairs() {
-        // Slots 0..40; a slot's code is a quarter of it (so codes tie by
-        // fours), and pairs order by code, then by slot descending (an
-        // order the codes alone cannot tell). Every split into old, gone
-        // and added, against filtering and sorting.
+        // Slots 0..len; a slot's code is the slot divided by `tie` (so
+        // codes tie by `tie`s), and pairs order by code, then by slot
+        // descending (an order the codes alone cannot tell). Splits into
+        // old, gone and added (one in `every` added: from runs of three
+        // to runs of hundreds between two added entries), against
+        // filtering and sorting. The lists are written into the lists of
+        // the merge before, as a running server's are.
         let cmp = |a: &(u64, u32), b: &(u64, u32)| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1));
-        let pair = |s: u32| (u64::from(s / 4), s);
-        for seed in 0u32..500 {
-            let part = |x: u32| (x.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) % 3;
-            let mut old: Vec<(u64, u32)> = (0..40).filter(|&x| part(x) != 2).map(pair).collect();
-            old.sort_by(cmp);
-            let mut added: Vec<(u64, u32)> = (0..40).filter(|&x| part(x) == 2).map(pair).collect();
-            added.sort_by(cmp);
-            let gone = |x: &u32| part(*x) == 1 && x.is_multiple_of(3);
-            let (old_slots, old_codes): (Vec<u32>, Vec<u64>) =
-                old.iter().map(|&(c, s)| (s, c)).unzip();
-            let mut want: Vec<(u64, u32)> = old.iter().copied().filter(|p| !gone(&p.1)).collect();
-            want.extend(&added);
-            want.sort_by(cmp);
-            let (slots, codes) = patch_coded(&old_slots, &old_codes, gone, &added, cmp);
-            assert_eq!(
-                slots,
-                want.iter().map(|p| p.1).collect::<Vec<_>>(),
-                "seed {seed}"
-            );
-            assert_eq!(
-                codes,
-                want.iter().map(|p| p.0).collect::<Vec<_>>(),
-                "seed {seed}"
-            );
+        let spare = Spare::default();
+        for (len, tie, every, seeds) in [
+            (40, 4, 3, 500),
+            (3_000, 1, 50, 40),
+            (3_000, 7, 9, 40),
+            (8_000, 300, 20, 20),
+            (8_000, 1, 4_000, 20),
+        ] {
+            let pair = |s: u32| (u64::from(s / tie), s);
+            for seed in 0u32..seeds {
+                let part = |x: u32| {
+                    ((x.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) >> 3) % every
+                };
+                let mut old: Vec<(u64, u32)> =
+                    (0..len).filter(|&x| part(x) != 0).map(pair).collect();
+                old.sort_by(cmp);
+                let mut added: Vec<(u64, u32)> =
+                    (0..len).filter(|&x| part(x) == 0).map(pair).collect();
+                added.sort_by(cmp);
+                let gone = |x: &u32| part(*x) == 1 && x.is_multiple_of(3);
+                let (old_slots, old_codes): (Vec<u32>, Vec<u64>) =
+                    old.iter().map(|&(c, s)| (s, c)).unzip();
+                let mut want: Vec<(u64, u32)> =
+                    old.iter().copied().filter(|p| !gone(&p.1)).collect();
+                want.extend(&added);
+                want.sort_by(cmp);
+                let (slots, codes) = patch_coded(&spare, &old_slots, &old_codes, gone, &added, cmp);
+                let case = format!("{len} slots, ties of {tie}, one in {every} added, seed {seed}");
+                assert_eq!(
+                    slots,
+                    want.iter().map(|p| p.1).collect::<Vec<_>>(),
+                    "{case}"
+                );
+                assert_eq!(
+                    codes,
+                    want.iter().map(|p| p.0).collect::<Vec<_>>(),
+                    "{case}"
+                );
+                let mut lists = Lists::default();
+                lists.keep(slots);
+                lists.keep(codes);
+                spare.replace(lists);
+            }
+        }
+    }
+
+    #[test]
+    fn count_below_is_a_partition_point() {
+        let codes: Vec<u64> = (0..300u64).map(|i| i / 3 * 2).collect();
+        for code in 0..210 {
+            for from in [0, 1, 5, 150, 299, 300] {
+                assert_eq!(
+                    count_below(&codes[from..], code),
+                    codes[from..].partition_point(|&c| c < code),
+                    "code {code} from {from}"
+                );
+            }
         }
     }
 
@@ -596,6 +690,12 @@ mod tests {
                 removed: changed.removed.clone(),
             };
             served = served.apply(round, changed);
+            // The version it was applied over handed its lists on (after a
+            // restart, the next apply writes new ones).
+            assert!(
+                round % 2 == 0 || served.spare.heap_bytes() > 0,
+                "round {round}"
+            );
             // A server restarted from the version it saved serves the same,
             // and applies the next changes alike.
             if round % 2 == 0 {

@@ -262,6 +262,7 @@ impl Snapshot {
             part,
             positions,
             wallets: index,
+            spare: Arc::default(),
         }
     }
 }

@@ -83,13 +83,20 @@ pub(super) struct MarketPositions {
 
 impl MarketPositions {
     pub(super) fn new(refs: Vec<PositionRef>, codes: Vec<u64>) -> MarketPositions {
+        MarketPositions::split(refs, codes, Vec::with_capacity)
+    }
+
+    /// [`MarketPositions::new`], its long and short lists from `list`
+    /// (an empty list with room for the count it is given).
+    pub(super) fn split(
+        refs: Vec<PositionRef>,
+        codes: Vec<u64>,
+        list: impl Fn(usize) -> Vec<u32>,
+    ) -> MarketPositions {
         debug_assert_eq!(refs.len(), codes.len());
         // Each subset allocated once, at its size.
         let longs = refs.iter().filter(|r| r.is_long()).count();
-        let (mut long, mut short) = (
-            Vec::with_capacity(longs),
-            Vec::with_capacity(refs.len() - longs),
-        );
+        let (mut long, mut short) = (list(longs), list(refs.len() - longs));
         for (i, r) in refs.iter().enumerate() {
             match r.is_long() {
                 true => long.push(i as u32),

@@ -25,7 +25,8 @@ impl Snapshot {
     }
 
     /// Approximate heap bytes of the rendered items and indexes (items
-    /// shared with another version are counted in both).
+    /// shared with another version are counted in both), and of the lists
+    /// kept from the version before for the next apply.
     pub fn heap_bytes(&self) -> usize {
         let items: usize = self
             .by_wallet
@@ -69,7 +70,7 @@ impl Snapshot {
                         + o.codes.capacity() * 8
                 })
                 .sum::<usize>();
-        self.part.heap_bytes() + positions + wallets
+        self.part.heap_bytes() + positions + wallets + self.spare.heap_bytes()
     }
 
     /// The item `r` refers to.

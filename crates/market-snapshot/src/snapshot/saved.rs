@@ -452,6 +452,7 @@ impl Snapshot {
             part,
             positions,
             wallets,
+            spare: Arc::default(),
         })
     }
 }

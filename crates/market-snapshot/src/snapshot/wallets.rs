@@ -187,6 +187,11 @@ impl Order {
         &self.all
     }
 
+    /// Its unfiltered list and codes, for a later version to write over.
+    pub(super) fn into_lists(self) -> (Vec<u32>, Vec<u64>) {
+        (self.all, self.codes)
+    }
+
     /// The filtered lists, once derived (for counting their memory).
     pub(super) fn derived(&self) -> Option<&[Vec<u32>]> {
         self.filtered.get().map(Vec::as_slice)
