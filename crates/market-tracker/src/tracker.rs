@@ -247,6 +247,12 @@ impl Tracker {
         lock(&self.schedule).freshness()
     }
 
+    /// Registry entries changed since they were last saved (after
+    /// [`Tracker::run`] returns: those its last saves could not write).
+    pub fn unsaved(&self) -> usize {
+        lock(&self.schedule).unsaved_len()
+    }
+
     /// The settings it runs with (their `scan.counters` count its requests).
     pub fn config(&self) -> &TrackConfig {
         &self.cfg

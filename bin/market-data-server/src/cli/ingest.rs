@@ -331,16 +331,22 @@ pub(super) fn track(args: TrackArgs) -> anyhow::Result<()> {
     }
     eprintln!("tracking {info_url}; a data version is published every {publish_every} s");
     tracker.run();
-    log::info!("stopped on a signal; every registry entry is saved");
+    match tracker.unsaved() {
+        0 => log::info!("stopped on a signal; every registry entry is saved"),
+        n => anyhow::bail!(
+            "stopped on a signal with {n} registry entries not saved (the database refused \
+             them; the log says why): their wallets are discovered again at the next start"
+        ),
+    }
     Ok(())
 }
 
 /// A flag that SIGTERM, SIGINT or SIGQUIT sets, for the tracker's stop
 /// path: its threads end at their next check (a publish under way ends
 /// first), the registry entries not yet saved are saved, SQLite's
-/// write-ahead log is copied back, and the process exits 0. A second
-/// signal while it stops exits at once (status 1), for an operator who
-/// cannot wait.
+/// write-ahead log is copied back, and the process exits 0 (1 when an
+/// entry could not be saved). A second signal while it stops exits at
+/// once (status 1), for an operator who cannot wait.
 fn stop_on_signal() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     use signal_hook::{consts::TERM_SIGNALS, flag};
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
