@@ -104,6 +104,19 @@ fn beside(
     (states, tracked, registry)
 }
 
+/// A publish's changes and what `track` writes beside them.
+type Publish = (
+    VersionChanges,
+    (
+        Vec<WalletScanState>,
+        Vec<TrackedPosition>,
+        Vec<RegistryEntry>,
+    ),
+);
+
+/// The sets of changed wallets the rotating write cycles through.
+const ROTATIONS: usize = 8;
+
 fn publish(c: &mut Criterion) {
     let changed = changed();
     let m = common::demo_version(300_000);
@@ -126,29 +139,44 @@ fn publish(c: &mut Criterion) {
 
     let step = m.wallets.len() / changed;
     let changes = common::one_usd_more(&m, step, changed);
-    let (states, tracked, registry) = beside(&changes);
+    let beside_of = beside(&changes);
+    // For the rotating write, as `track`'s publishes: each one changes
+    // other wallets than the one before (the next of ROTATIONS sets, every `step`-th wallet from
+    // another offset), so the rows it replaces lie where earlier versions
+    // left them, not where the previous iteration wrote them.
+    let rotations: Vec<Publish> = (1..=ROTATIONS)
+        .map(|offset| {
+            let c = common::one_usd_more_from(&m, offset, step, changed);
+            let b = beside(&c);
+            (c, b)
+        })
+        .collect();
     let (wallet_count, position_count) = (m.wallets.len(), m.positions.len());
-    let publish = |base_version: i64| {
+    let publish_of = |base_version: i64, p: &Publish| {
+        let (changes, (states, tracked, registry)) = p;
         store
             .publish(
                 &PublishWrite {
                     source: "track",
                     base_version,
-                    changes: &changes,
+                    changes,
                     wallet_count,
                     position_count,
                     frozen_days: &[],
                     candles: &[],
-                    wallet_states: &states,
-                    tracked: &tracked,
+                    wallet_states: states,
+                    tracked,
                     newly_read: &[],
-                    registry: &registry,
+                    registry,
                     freshness: &changes.coverage.wallets,
                 },
                 &mut |_, _, _| {},
             )
             .unwrap()
     };
+    let fixed = (changes, beside_of);
+    let publish = |base_version: i64| publish_of(base_version, &fixed);
+    let changes = &fixed.0;
     publish(first);
     let meta = store.latest_snapshot().unwrap().unwrap();
     eprintln!(
@@ -203,6 +231,14 @@ fn publish(c: &mut Criterion) {
     // Last: each publish prunes the versions the reads above start from.
     g.bench_function(format!("write_{changed}_of_300k_wallets"), |b| {
         b.iter(|| publish(store.latest_snapshot().unwrap().unwrap().version))
+    });
+    let mut turn = 0;
+    g.bench_function(format!("write_rotating_{changed}_of_300k_wallets"), |b| {
+        b.iter(|| {
+            turn += 1;
+            let p = &rotations[turn % ROTATIONS];
+            publish_of(store.latest_snapshot().unwrap().unwrap().version, p)
+        })
     });
     g.finish();
 }

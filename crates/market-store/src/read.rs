@@ -144,18 +144,33 @@ impl Store {
         let v = meta.version;
         // Start-up time is dominated by this load, so the wallet rows (and
         // the positions they hold) are read on two connections, split by
-        // address at [`ADDRESS_SPLIT`]. Each read is one statement and so
-        // sees one consistent state; the version row is checked after both,
-        // so a prune that raced them (it deletes the version row and its
-        // data in one transaction) is detected.
-        let markets: Vec<MarketRow> = {
+        // address at [`ADDRESS_SPLIT`]. Each read (the markets and the
+        // freshness first, then each half) is one snapshot of the database
+        // in which `v` is stored (see [`stored_in_snapshot`]): a publish
+        // that prunes `v` while a half is read does not take its rows from
+        // that half, so a long load is not lost to publishes meanwhile.
+        let (markets, freshness) = {
             let mut pooled = self.conn()?;
-            let conn: &mut DbConnection = &mut pooled;
-            markets::table
-                .filter(markets::version.eq(v))
-                .order(markets::symbol)
-                .load(conn)?
+            stored_in_snapshot(&mut pooled, v, |conn| {
+                let markets: Vec<MarketRow> = markets::table
+                    .filter(markets::version.eq(v))
+                    .order(markets::symbol)
+                    .load(conn)?;
+                let freshness = version_freshness::table
+                    .filter(version_freshness::version.eq(v))
+                    .select(version_freshness::body)
+                    .first::<String>(conn)
+                    .optional()?;
+                Ok((markets, freshness))
+            })?
         };
+        let freshness = freshness
+            .map(|body| {
+                serde_json::from_str::<WalletFreshness>(&body).map_err(|e| {
+                    StoreError::Corrupt(format!("wallet freshness of version {v}: {e}"))
+                })
+            })
+            .transpose()?;
         // Each half's positions are collected into a vector of about half
         // of the markets' counts (addresses are spread evenly over the
         // split; a little room to spare), or of all of them for a lower
@@ -183,15 +198,17 @@ impl Store {
             });
             let mut wallets = Vec::new();
             let mut pooled = self.conn()?;
-            let conn: &mut DbConnection = &mut pooled;
-            for row in query
-                .select(WalletRow::as_select())
-                .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
-            {
-                let (wallet, held) = wallet_from(row?)?;
-                read(&wallet.address, &held, &mut out)?;
-                wallets.push(wallet);
-            }
+            stored_in_snapshot(&mut pooled, v, |conn| {
+                for row in query
+                    .select(WalletRow::as_select())
+                    .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
+                {
+                    let (wallet, held) = wallet_from(row?)?;
+                    read(&wallet.address, &held, &mut out)?;
+                    wallets.push(wallet);
+                }
+                Ok(())
+            })?;
             wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
             Ok((wallets, out))
         };
@@ -209,28 +226,6 @@ impl Store {
         wallets.extend(upper_wallets);
         if !wallets.is_sorted_by(|a, b| a.address <= b.address) {
             wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
-        }
-        let mut pooled = self.conn()?;
-        let conn: &mut DbConnection = &mut pooled;
-        let freshness = version_freshness::table
-            .filter(version_freshness::version.eq(v))
-            .select(version_freshness::body)
-            .first::<String>(conn)
-            .optional()?
-            .map(|body| {
-                serde_json::from_str::<WalletFreshness>(&body).map_err(|e| {
-                    StoreError::Corrupt(format!("wallet freshness of version {v}: {e}"))
-                })
-            })
-            .transpose()?;
-        let present: i64 = snapshots::table
-            .filter(snapshots::version.eq(v))
-            .count()
-            .get_result(conn)?;
-        if present != 1 {
-            return Err(StoreError::Unavailable(format!(
-                "data version {v} was pruned while it was being read; a newer one will be loaded"
-            )));
         }
         Ok((
             VersionRest {
@@ -334,61 +329,28 @@ impl Store {
         mut read: impl FnMut(&str, &str, &mut Vec<T>) -> Result<(), StoreError>,
     ) -> Result<Option<VersionChanges<T, D>>, StoreError> {
         let v = meta.version;
-        let from = since.version();
+        // One snapshot of the database, in which both versions are stored:
+        // a publish that commits meanwhile neither adds rows to it nor
+        // prunes them from it.
+        let kept: Vec<i64> = [Some(v), since.stored()].into_iter().flatten().collect();
         let mut pooled = self.conn()?;
-        let conn: &mut DbConnection = &mut pooled;
-        let coverage: Option<Option<String>> = version_freshness::table
-            .filter(version_freshness::version.eq(v))
-            .select(version_freshness::coverage)
-            .first(conn)
-            .optional()?;
-        let Some(Some(coverage)) = coverage else {
-            return Ok(None);
-        };
-        let changed: i64 = wallets::table
-            .filter(wallets::version.gt(from))
-            .filter(wallets::version.le(v))
-            .count()
-            .get_result(conn)?;
-        if from >= v || changed as usize > max_wallets {
-            return Ok(None);
-        }
-        // Converted as they are read (no vector of rows to convert after),
-        // and without ORDER BY: SQLite would sort the wide rows (their
-        // positions with them) in a temporary B-tree.
-        let mut positions = Vec::new();
-        let mut wallets: Vec<Wallet> = wallets::table
-            .filter(wallets::version.gt(from))
-            .filter(wallets::version.le(v))
-            .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
-            .select(WalletRow::as_select())
-            .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
-            .map(|row| {
-                let (wallet, held) = wallet_from(row?)?;
-                read(&wallet.address, &held, &mut positions)?;
-                Ok(wallet)
-            })
-            .collect::<Result<_, StoreError>>()?;
-        wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
-        let rewritten: HashSet<&str> = wallets.iter().map(|w| w.address.as_str()).collect();
-        let Some(removed) = since.removed(conn, v, &rewritten)? else {
-            return Ok(None);
-        };
-        let markets: Vec<MarketRow> = markets::table
-            .filter(markets::version.eq(v))
-            .order(markets::symbol)
-            .load(conn)?;
-        // The versions read from still stored after the reads: no prune
-        // removed rows while they were read.
-        let kept = [Some(v), since.stored()];
-        let present: i64 = snapshots::table
-            .filter(snapshots::version.eq_any(kept.iter().flatten()))
-            .count()
-            .get_result(conn)?;
+        let rows = in_one_snapshot(&mut pooled, |conn| {
+            if !all_stored(conn, &kept)? {
+                return Ok(None);
+            }
+            changed_rows(conn, since, v, max_wallets, &mut read)
+        })?;
         drop(pooled);
-        if present as usize != kept.iter().flatten().count() {
+        let Some(ChangedRows {
+            coverage,
+            markets,
+            wallets,
+            positions,
+            removed,
+        }) = rows
+        else {
             return Ok(None);
-        }
+        };
         let coverage: NetworkCoverage = serde_json::from_str(&coverage)
             .map_err(|e| StoreError::Corrupt(format!("coverage of version {v}: {e}")))?;
         let DataVersion {
@@ -411,6 +373,126 @@ impl Store {
             removed,
         }))
     }
+}
+
+/// What [`Store::read_changes`] reads from the database.
+struct ChangedRows<T> {
+    /// The version's coverage report (JSON).
+    coverage: String,
+    markets: Vec<MarketRow>,
+    /// The wallets written since, in address order.
+    wallets: Vec<Wallet>,
+    /// Their positions, as `read` made them.
+    positions: Vec<T>,
+    removed: Vec<String>,
+}
+
+/// The rows of the changes from `since` to version `v`, in the caller's
+/// snapshot; `None` when they cannot be read as changes (no coverage
+/// report, more than `max_wallets` changed, or removals that cannot be
+/// told).
+fn changed_rows<T>(
+    conn: &mut DbConnection,
+    since: Since<'_>,
+    v: i64,
+    max_wallets: usize,
+    read: &mut impl FnMut(&str, &str, &mut Vec<T>) -> Result<(), StoreError>,
+) -> Result<Option<ChangedRows<T>>, StoreError> {
+    let from = since.version();
+    let coverage: Option<Option<String>> = version_freshness::table
+        .filter(version_freshness::version.eq(v))
+        .select(version_freshness::coverage)
+        .first(conn)
+        .optional()?;
+    let Some(Some(coverage)) = coverage else {
+        return Ok(None);
+    };
+    let changed: i64 = wallets::table
+        .filter(wallets::version.gt(from))
+        .filter(wallets::version.le(v))
+        .count()
+        .get_result(conn)?;
+    if from >= v || changed as usize > max_wallets {
+        return Ok(None);
+    }
+    // Converted as they are read (no vector of rows to convert after),
+    // and without ORDER BY: SQLite would sort the wide rows (their
+    // positions with them) in a temporary B-tree.
+    let mut positions = Vec::new();
+    let mut wallets: Vec<Wallet> = wallets::table
+        .filter(wallets::version.gt(from))
+        .filter(wallets::version.le(v))
+        .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
+        .select(WalletRow::as_select())
+        .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
+        .map(|row| {
+            let (wallet, held) = wallet_from(row?)?;
+            read(&wallet.address, &held, &mut positions)?;
+            Ok(wallet)
+        })
+        .collect::<Result<_, StoreError>>()?;
+    wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
+    let rewritten: HashSet<&str> = wallets.iter().map(|w| w.address.as_str()).collect();
+    let Some(removed) = since.removed(conn, v, &rewritten)? else {
+        return Ok(None);
+    };
+    let markets: Vec<MarketRow> = markets::table
+        .filter(markets::version.eq(v))
+        .order(markets::symbol)
+        .load(conn)?;
+    Ok(Some(ChangedRows {
+        coverage,
+        markets,
+        wallets,
+        positions,
+        removed,
+    }))
+}
+
+/// Runs `read` in one read-only transaction: every statement of it sees
+/// the database as of its first one (SQLite's deferred transaction, in WAL
+/// mode; PostgreSQL's `REPEATABLE READ`), whatever commits meanwhile. A
+/// publish prunes a version's rows in the transaction that deletes its
+/// version row, so a version stored in the snapshot is whole in it.
+fn in_one_snapshot<T>(
+    conn: &mut DbConnection,
+    read: impl FnOnce(&mut DbConnection) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    conn.transaction(|conn| {
+        if let DbConnection::Postgresql(c) = conn {
+            diesel::sql_query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .execute(c)?;
+        }
+        read(conn)
+    })
+}
+
+/// Whether every one of `versions` is stored (as the caller's transaction
+/// sees it).
+fn all_stored(conn: &mut DbConnection, versions: &[i64]) -> Result<bool, StoreError> {
+    let present: i64 = snapshots::table
+        .filter(snapshots::version.eq_any(versions))
+        .count()
+        .get_result(conn)?;
+    Ok(present as usize == versions.len())
+}
+
+/// [`in_one_snapshot`] in which version `v` is stored, else
+/// [`StoreError::Unavailable`]: it was pruned before the read began, and a
+/// newer one is to be read.
+fn stored_in_snapshot<T>(
+    conn: &mut DbConnection,
+    v: i64,
+    read: impl FnOnce(&mut DbConnection) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    in_one_snapshot(conn, |conn| {
+        if !all_stored(conn, &[v])? {
+            return Err(StoreError::Unavailable(format!(
+                "data version {v} was pruned before it was read; a newer one will be loaded"
+            )));
+        }
+        read(conn)
+    })
 }
 
 /// The version a reader of changes has, and how the wallets removed since

@@ -1950,3 +1950,190 @@ fn a_separate_checkpoint_leaves_commits_in_the_log_until_asked() {
         assert!(file() - before > 7_000_000, "{checkpoint:?}");
     }
 }
+
+/// The changes of a publish by `track` (markets and coverage as a test's).
+fn changes_of(
+    markets: &[Market],
+    wallets: &[Wallet],
+    positions: &[MarketPosition],
+    removed: &[&str],
+) -> VersionChanges {
+    VersionChanges {
+        observed_at: datetime!(2026-11-22 01:01:00 UTC),
+        markets: markets.to_vec(),
+        current_days: vec![],
+        cohorts: vec![],
+        coverage: NetworkCoverage {
+            as_of: datetime!(2026-11-22 01:01:00 UTC),
+            wallets: WalletFreshness {
+                tracked: 0,
+                never_read: 0,
+                refreshed_within1m: 0,
+                refreshed_within5m: 0,
+                refreshed_within1h: 0,
+                by_size_class: vec![],
+            },
+            open_interest: d("1000.00"),
+            covered_open_interest: d("0.10"),
+            covered_share: Some(d("0.0001")),
+            markets: Vec::new(),
+        },
+        wallets: wallets.to_vec(),
+        positions: positions.to_vec(),
+        removed: removed.iter().map(|a| (*a).to_owned()).collect(),
+    }
+}
+
+/// Publishes `changes` on the newest version as `track` does; returns the
+/// new version.
+fn publish_changes(store: &Store, changes: &VersionChanges, counts: (usize, usize)) -> i64 {
+    store
+        .publish(
+            &PublishWrite {
+                source: "track",
+                base_version: store.latest_snapshot().unwrap().unwrap().version,
+                changes,
+                wallet_count: counts.0,
+                position_count: counts.1,
+                frozen_days: &[],
+                candles: &[],
+                wallet_states: &[],
+                tracked: &[],
+                newly_read: &[],
+                registry: &[],
+                freshness: &changes.coverage.wallets,
+            },
+            &mut |_, _, _| {},
+        )
+        .unwrap()
+}
+
+/// A version is read in several statements (a whole load's two halves run
+/// on two connections), while publishes commit and prune: a reader must
+/// see a version whole or learn that it was pruned meanwhile. While a
+/// writer publishes version after version (each one rewrites every wallet
+/// with the version's value), a reader loads the newest version whole and
+/// reads the changes to it, again and again. Every read either holds
+/// every wallet, each with the value of the version it names, or says the
+/// version went (`Unavailable` for a whole load, `None` for changes).
+#[test]
+fn a_version_read_while_publishes_commit_is_whole_or_reported_pruned() {
+    const WALLETS: usize = 1_500;
+    const PUBLISHES: usize = 90;
+    // Publish `n` rewrites the wallets `i` with `i % CYCLE == n % CYCLE`.
+    const CYCLE: usize = 30;
+    for (store, _guard) in stores() {
+        let markets = vec![market("BTC", "1.5")];
+        // Addresses on both sides of the whole load's split.
+        let address = |i: usize| format!("0x{:x}{i:05}", i % 16);
+        let rewritten = |n: usize| -> (Vec<Wallet>, Vec<MarketPosition>) {
+            let chosen: Vec<usize> = (0..WALLETS)
+                .filter(|i| n == 0 || i % CYCLE == n % CYCLE)
+                .collect();
+            let wallets = chosen
+                .iter()
+                .map(|&i| Wallet {
+                    account_total_value: d(&format!("{n}.5")),
+                    ..wallet(&address(i))
+                })
+                .collect();
+            let positions = chosen
+                .iter()
+                .map(|&i| position(&address(i), "BTC"))
+                .collect();
+            (wallets, positions)
+        };
+        // The value of wallet `i` after publish `n`.
+        let value_of = |i: usize, n: usize| {
+            let last = (1..=n).rev().find(|k| k % CYCLE == i % CYCLE).unwrap_or(0);
+            d(&format!("{last}.5"))
+        };
+        let (wallets, positions) = rewritten(0);
+        let first = write_version(
+            &store,
+            &version_of(
+                datetime!(2026-11-22 01:00:00 UTC),
+                &markets,
+                &wallets,
+                &positions,
+                &[],
+            ),
+        );
+        let counts = (WALLETS, WALLETS);
+        // Each version's publish number.
+        let numbers = std::sync::Mutex::new(std::collections::HashMap::from([(first, 0usize)]));
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let check = |v: i64, wallets: &[Wallet]| {
+            let n = numbers.lock().unwrap()[&v];
+            for w in wallets {
+                let i: usize = w.address[3..].parse().unwrap();
+                assert_eq!(
+                    w.account_total_value,
+                    value_of(i, n),
+                    "{} in version {v}",
+                    w.address
+                );
+            }
+        };
+        let (whole, pruned, changes) = std::thread::scope(|s| {
+            s.spawn(|| {
+                for n in 1..=PUBLISHES {
+                    let (wallets, positions) = rewritten(n);
+                    // Numbered before it commits: a reader may see it at once.
+                    let next = store.latest_snapshot().unwrap().unwrap().version + 1;
+                    numbers.lock().unwrap().insert(next, n);
+                    let changes = changes_of(&markets, &wallets, &positions, &[]);
+                    assert_eq!(publish_changes(&store, &changes, counts), next);
+                    // Some reads fall between two commits, others do not.
+                    std::thread::sleep(std::time::Duration::from_millis(3 * (n % 4) as u64));
+                }
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+            let reader = s.spawn(|| {
+                let (mut whole, mut pruned, mut changes) = (0, 0, 0);
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    let meta = store.latest_snapshot().unwrap().unwrap();
+                    // The changes from the version before (kept until the
+                    // publish after next), as a running server reads them.
+                    if meta.version > first {
+                        let from = meta.version - 1;
+                        match store.load_changes(from, &meta, usize::MAX) {
+                            Ok(Some(c)) => {
+                                changes += 1;
+                                let n = numbers.lock().unwrap()[&meta.version];
+                                let expected = rewritten(n).0.len();
+                                assert_eq!(c.wallets.len(), expected, "{from} to {}", meta.version);
+                                assert_eq!(c.positions.len(), expected);
+                                assert!(c.removed.is_empty());
+                                check(meta.version, &c.wallets);
+                            }
+                            Ok(None) => pruned += 1,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                    match store.load_snapshot(&meta) {
+                        Ok(loaded) => {
+                            whole += 1;
+                            let v = &loaded.version;
+                            assert_eq!(v.wallets.len(), WALLETS, "version {}", meta.version);
+                            assert_eq!(v.positions.len(), WALLETS);
+                            check(meta.version, &v.wallets);
+                        }
+                        Err(StoreError::Unavailable(why)) => {
+                            assert!(why.contains("pruned"), "{why}");
+                            pruned += 1;
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                (whole, pruned, changes)
+            });
+            reader.join().unwrap()
+        });
+        eprintln!("{whole} whole reads, {changes} reads of changes, {pruned} pruned");
+        assert!(
+            whole > 0 && changes > 0 && pruned * 5 <= whole + changes,
+            "{whole} whole reads, {changes} reads of changes, {pruned} pruned"
+        );
+    }
+}

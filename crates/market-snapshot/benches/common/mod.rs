@@ -17,10 +17,21 @@ pub fn demo_version(wallets: usize) -> DataVersion {
 /// (`count` of them), each with every position, 1 USD more valuable; the
 /// markets and their figures as they are.
 pub fn one_usd_more(m: &DataVersion, step: usize, count: usize) -> VersionChanges {
+    one_usd_more_from(m, 0, step, count)
+}
+
+/// [`one_usd_more`] of the wallets from the `offset`-th on.
+pub fn one_usd_more_from(
+    m: &DataVersion,
+    offset: usize,
+    step: usize,
+    count: usize,
+) -> VersionChanges {
     let one = BigDecimal::from(1);
     let changed: std::collections::HashSet<&str> = m
         .wallets
         .iter()
+        .skip(offset)
         .step_by(step)
         .take(count)
         .map(|w| w.address.as_str())
