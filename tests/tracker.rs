@@ -26,6 +26,11 @@ impl Drop for Track {
 }
 
 pub(crate) fn spawn_track(fake: &FakeExchange, db: &str, log: &std::path::Path) -> Track {
+    spawn_track_with(fake, db, log, &[])
+}
+
+/// [`spawn_track`] with `extra` arguments.
+fn spawn_track_with(fake: &FakeExchange, db: &str, log: &std::path::Path, extra: &[&str]) -> Track {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -49,6 +54,7 @@ pub(crate) fn spawn_track(fake: &FakeExchange, db: &str, log: &std::path::Path) 
                 "--database-url",
                 db,
             ])
+            .args(extra)
             .env("RUST_LOG", "info")
             .stderr(log)
             .spawn()
@@ -674,6 +680,7 @@ live_on_both_backends!(
     a_whale_with_most_equity_on_a_hip3_dex_is_refreshed_as_a_whale,
     reads_past_a_full_publish_go_in_the_next_one_at_once,
     sigterm_stops_track_cleanly,
+    a_stop_during_retries_sends_no_more_and_ends_at_once,
 );
 
 /// An own node reads more wallets in its first minute than one publish
@@ -1276,30 +1283,98 @@ async fn sigterm_stops_track_cleanly(backend: Backend) {
     )
     .await;
     drop(store);
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &track.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = track.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "still running 30 s after SIGTERM; log:\n{}",
-            dump()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    eprintln!("stopped {:?} after SIGTERM", started.elapsed());
+    let (status, _) = sigterm_within(&mut track, Duration::from_secs(30), dump).await;
     assert!(status.success(), "exit status {status}; log:\n{}", dump());
     assert!(dump().contains("stopped on a signal"), "{}", dump());
     if let TestDatabase::Sqlite { url, .. } = &db {
         let wal = std::fs::metadata(format!("{url}-wal")).map_or(0, |m| m.len());
         assert_eq!(wal, 0, "the write-ahead log was left behind");
     }
+}
+
+/// Sends `track` SIGTERM and waits for it to exit, at most `limit` (the
+/// test fails past it, with the log `dump` gives); returns its status and
+/// how long it took.
+async fn sigterm_within(
+    track: &mut Track,
+    limit: Duration,
+    dump: impl Fn() -> String,
+) -> (std::process::ExitStatus, Duration) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &track.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    loop {
+        if let Some(status) = track.0.try_wait().unwrap() {
+            eprintln!("stopped {:?} after SIGTERM", started.elapsed());
+            return (status, started.elapsed());
+        }
+        assert!(
+            started.elapsed() < limit,
+            "still running {limit:?} after SIGTERM; log:\n{}",
+            dump()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A stop while every request is refused (429) and retried: the readers
+/// send no retry once stopped, so `track` ends within seconds, where it
+/// used to finish every retry first (with `--retries 8`, minutes of
+/// backoff); and no read cut short is counted against its wallet.
+async fn a_stop_during_retries_sends_no_more_and_ends_at_once(backend: Backend) {
+    let fake = fake_exchange::start(10, 10).await;
+    let (store, db) = track_store(backend);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("track.log");
+    let dump = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut track = spawn_track_with(&fake, db.url(), &log, &["--retries", "8"]);
+    wait_until(
+        "a version published and the wallets read",
+        Duration::from_secs(40),
+        || async {
+            store.latest_snapshot().unwrap().is_some()
+                && store
+                    .registry()
+                    .unwrap()
+                    .iter()
+                    .filter(|e| e.last_read_at.is_some())
+                    .count()
+                    >= 10
+        },
+    )
+    .await;
+    // From now on every request is refused, and retried after 1, 2, 4, …
+    // 128 s; trades make wallets due, so readers are in their retries.
+    let requests = || fake.ex.log.lock().unwrap().len();
+    fake.ex.rate_limit_next.store(u32::MAX, Ordering::SeqCst);
+    let before = requests();
+    // Trades make their wallets due at once.
+    for i in 0..4 {
+        fake.ex
+            .trade("BTC", "1", &address(2 * i), &address(2 * i + 1));
+    }
+    wait_until("requests refused", Duration::from_secs(30), || async {
+        requests() >= before + 3
+    })
+    .await;
+    let (status, took) = sigterm_within(&mut track, Duration::from_secs(10), dump).await;
+    assert!(status.success(), "exit status {status}; log:\n{}", dump());
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let failed: Vec<_> = store
+        .registry()
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.failed_reads > 0)
+        .map(|e| e.address)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "reads cut short counted as failed: {failed:?}"
+    );
+    assert!(!dump().contains("failed after retries"), "{}", dump());
 }
 
 /// Issue 37: a whale whose equity is mostly on a HIP-3 dex was tiered by

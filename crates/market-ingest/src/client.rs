@@ -31,6 +31,9 @@ pub enum SourceError {
     /// A recorded source has no response for this request.
     #[error("no recorded response for {0}")]
     Missing(String),
+    /// The caller is stopping: no request (or retry) was sent.
+    #[error("stopped before the request was sent")]
+    Stopped,
 }
 
 impl SourceError {

@@ -44,6 +44,13 @@ impl WeightLimiter {
     /// every light request that arrives after it (a plain token bucket let
     /// eight readers of weight 2 starve a weight-20 request for good).
     pub fn acquire(&self, weight: u32) {
+        self.acquire_unless(weight, || false);
+    }
+
+    /// [`WeightLimiter::acquire`] that gives up its wait as soon as
+    /// `stopped` says so (checked every 100 ms); returns whether the weight
+    /// may be spent. The weight a given-up wait reserved stays spent.
+    pub fn acquire_unless(&self, weight: u32, stopped: impl Fn() -> bool) -> bool {
         let weight = f64::from(weight).min(self.burst);
         let wait = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -57,9 +64,7 @@ impl WeightLimiter {
                 Duration::from_secs_f64(-s.0 / self.rate_per_sec)
             }
         };
-        if !wait.is_zero() {
-            std::thread::sleep(wait);
-        }
+        nap_unless(wait, stopped)
     }
 
     /// Sustained weight per second.
@@ -68,9 +73,46 @@ impl WeightLimiter {
     }
 }
 
+/// Sleeps `d`, in steps of at most 100 ms, until `stopped` says so;
+/// returns whether it slept the whole time.
+pub(crate) fn nap_unless(d: Duration, stopped: impl Fn() -> bool) -> bool {
+    let until = Instant::now() + d;
+    loop {
+        if stopped() {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return true;
+        }
+        std::thread::sleep((until - now).min(Duration::from_millis(100)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_for_the_budget_gives_up_when_stopped() {
+        // 60 weight a minute, starting empty: 20 more takes about 40 s.
+        let limiter = WeightLimiter::new(60, Duration::from_secs(60), 20);
+        let started = Instant::now();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let spent = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(200));
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            limiter.acquire_unless(20, || stop.load(std::sync::atomic::Ordering::Relaxed))
+        });
+        assert!(!spent, "not admitted");
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(200) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+    }
 
     #[test]
     fn never_exceeds_the_budget_in_a_window() {

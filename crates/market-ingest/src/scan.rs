@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bigdecimal::Zero;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -250,6 +250,7 @@ pub struct Fetcher<'a> {
     cfg: &'a ScanConfig,
     requests: AtomicU64,
     weight: AtomicU64,
+    stop: Option<&'a AtomicBool>,
 }
 
 impl<'a> Fetcher<'a> {
@@ -261,7 +262,22 @@ impl<'a> Fetcher<'a> {
             cfg,
             requests: AtomicU64::new(0),
             weight: AtomicU64::new(0),
+            stop: None,
         }
+    }
+
+    /// This fetcher, sending nothing once `stop` is set: a call then fails
+    /// with [`SourceError::Stopped`] instead of waiting for the budget,
+    /// sending a request or retrying one (a request already sent finishes,
+    /// within its timeout). A stopping `track` then ends within a request's
+    /// timeout, not after every retry of every request a read still had.
+    pub fn until_stopped(mut self, stop: &'a AtomicBool) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.is_some_and(|s| s.load(Ordering::Relaxed))
     }
 
     /// Requests sent (attempts, retries included) and the weight they spent.
@@ -277,7 +293,9 @@ impl<'a> Fetcher<'a> {
     pub fn call(&self, body: &Value, weight: u32) -> Result<Value, SourceError> {
         let mut attempt = 0;
         loop {
-            self.limiter.acquire(weight);
+            if self.stopped() || !self.limiter.acquire_unless(weight, || self.stopped()) {
+                return Err(SourceError::Stopped);
+            }
             self.requests.fetch_add(1, Ordering::Relaxed);
             self.weight.fetch_add(u64::from(weight), Ordering::Relaxed);
             let shared = &self.cfg.counters;
@@ -297,7 +315,7 @@ impl<'a> Fetcher<'a> {
                         delay *= 2; // the source asked us to slow down
                     }
                     log::debug!("retrying {} after {e} in {delay:?}", body["type"]);
-                    std::thread::sleep(delay);
+                    crate::limiter::nap_unless(delay, || self.stopped());
                     attempt += 1;
                 }
                 Err(e) => return Err(e),

@@ -81,6 +81,11 @@ pub enum StoreError {
         /// The latest version found.
         found: Option<i64>,
     },
+    /// The data version a read was asked for was pruned before the read
+    /// began (two newer versions were published since the reader looked
+    /// for the newest one): reading the newest version succeeds.
+    #[error("data version {0} was pruned before it was read; read the newest one")]
+    Pruned(i64),
     /// A fault injected by a test (feature `test-support`).
     #[cfg(feature = "test-support")]
     #[error("injected fault: {0}")]

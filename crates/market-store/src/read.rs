@@ -478,8 +478,7 @@ fn all_stored(conn: &mut DbConnection, versions: &[i64]) -> Result<bool, StoreEr
 }
 
 /// [`in_one_snapshot`] in which version `v` is stored, else
-/// [`StoreError::Unavailable`]: it was pruned before the read began, and a
-/// newer one is to be read.
+/// [`StoreError::Pruned`].
 fn stored_in_snapshot<T>(
     conn: &mut DbConnection,
     v: i64,
@@ -487,9 +486,7 @@ fn stored_in_snapshot<T>(
 ) -> Result<T, StoreError> {
     in_one_snapshot(conn, |conn| {
         if !all_stored(conn, &[v])? {
-            return Err(StoreError::Unavailable(format!(
-                "data version {v} was pruned before it was read; a newer one will be loaded"
-            )));
+            return Err(StoreError::Pruned(v));
         }
         read(conn)
     })

@@ -2015,7 +2015,7 @@ fn publish_changes(store: &Store, changes: &VersionChanges, counts: (usize, usiz
 /// with the version's value), a reader loads the newest version whole and
 /// reads the changes to it, again and again. Every read either holds
 /// every wallet, each with the value of the version it names, or says the
-/// version went (`Unavailable` for a whole load, `None` for changes).
+/// version went (`Pruned` for a whole load, `None` for changes).
 #[test]
 fn a_version_read_while_publishes_commit_is_whole_or_reported_pruned() {
     const WALLETS: usize = 1_500;
@@ -2119,8 +2119,8 @@ fn a_version_read_while_publishes_commit_is_whole_or_reported_pruned() {
                             assert_eq!(v.positions.len(), WALLETS);
                             check(meta.version, &v.wallets);
                         }
-                        Err(StoreError::Unavailable(why)) => {
-                            assert!(why.contains("pruned"), "{why}");
+                        Err(StoreError::Pruned(v)) => {
+                            assert_eq!(v, meta.version);
                             pruned += 1;
                         }
                         Err(e) => panic!("{e}"),

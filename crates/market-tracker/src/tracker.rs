@@ -261,7 +261,7 @@ impl Tracker {
     /// Runs until stopped.
     pub fn run(&self) {
         let scan_cfg = self.cfg.scan.clone();
-        let fetcher = Fetcher::new(self.source.as_ref(), &scan_cfg);
+        let fetcher = Fetcher::new(self.source.as_ref(), &scan_cfg).until_stopped(&self.stop);
         let (tx, rx) = channel::<Discovery>();
         std::thread::scope(|s| {
             // Market meta first: readers need the dex list and marks.
@@ -523,6 +523,9 @@ impl Tracker {
                 lock(&self.schedule).read_deferred(job, now + INCOMPLETE_RETRY);
                 return;
             }
+            // Cut short by the stop (no retry was sent): not the wallet's
+            // failure, and its entry is left as it was.
+            Err(_) if self.stopped() => return,
             Err(e) => {
                 self.stats.reads_failed.fetch_add(1, Ordering::Relaxed);
                 log::warn!("wallet {} failed after retries: {e}", job.address);
@@ -605,6 +608,8 @@ impl Tracker {
                         fetched.remove(symbol);
                         continue;
                     }
+                    // The stop cut it short: this loop ends at its next check.
+                    Err(CandleError::Source(_)) if self.stopped() => {}
                     Err(CandleError::Source(e)) => {
                         log::warn!("candles of {symbol} failed: {e}");
                         fetched.remove(symbol);
@@ -645,8 +650,10 @@ impl Tracker {
             if since >= self.cfg.meta_every || stale {
                 self.meta_stale.store(false, Ordering::Relaxed);
                 last_meta = Instant::now();
-                if let Err(e) = self.refresh_meta(fetcher) {
-                    log::warn!("dexes not refreshed: {e}");
+                match self.refresh_meta(fetcher) {
+                    Err(_) if self.stopped() => {}
+                    Err(e) => log::warn!("dexes not refreshed: {e}"),
+                    Ok(()) => {}
                 }
             }
             if Instant::now() >= next_publish {
@@ -704,6 +711,12 @@ impl Tracker {
         let cpu_before = thread_cpu();
         let quotes = match self.quotes(fetcher) {
             Ok(q) => q,
+            // Its market context needed requests, and the stop let none
+            // go: not a failure (its reads are read again after a restart).
+            Err(e) if self.stopped() => {
+                log::info!("publish not made: stopped while reading its market context ({e})");
+                return false;
+            }
             Err(e) => {
                 self.stats.publish_failures.fetch_add(1, Ordering::Relaxed);
                 log::error!("publish skipped (the served data is unchanged): market context: {e}");

@@ -160,8 +160,8 @@ impl AppState {
             stream: Arc::new(stream::EventHub::new(max_streams_per_key, stream_buffer)),
             saved,
         });
-        state.start_from_saved()?;
-        state.reload()?;
+        again_if_pruned(|| state.start_from_saved())?;
+        again_if_pruned(|| state.reload())?;
         Ok(state)
     }
 
@@ -274,5 +274,59 @@ impl AppState {
     /// Caches a verified token record.
     pub fn cache_token(&self, hash: String, record: Arc<TokenRecord>) {
         self.tokens.insert(hash, record);
+    }
+}
+
+/// Runs `read` again while the version it reads is pruned before the read
+/// begins ([`StoreError::Pruned`]: two publishes committed after it looked
+/// for the newest version); each turn reads the newest. A writer that
+/// publishes faster than that could hold a start back forever, so it gives
+/// up after [`PRUNED_TURNS`] turns.
+fn again_if_pruned<T>(mut read: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    let mut turns = 1;
+    loop {
+        match read() {
+            Err(e @ StoreError::Pruned(_)) if turns < PRUNED_TURNS => {
+                log::debug!("{e}");
+                turns += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How many times a start reads a version pruned meanwhile before it fails.
+const PRUNED_TURNS: usize = 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_pruned_meanwhile_is_tried_again_a_bounded_number_of_times() {
+        let mut calls = 0;
+        let read = again_if_pruned(|| {
+            calls += 1;
+            if calls < 4 {
+                Err(StoreError::Pruned(calls))
+            } else {
+                Ok(calls)
+            }
+        });
+        assert_eq!(read.unwrap(), 4, "the fourth turn reads");
+        let mut calls = 0;
+        let read: Result<(), _> = again_if_pruned(|| {
+            calls += 1;
+            Err(StoreError::Pruned(calls as i64))
+        });
+        assert!(matches!(read, Err(StoreError::Pruned(_))));
+        assert_eq!(calls, PRUNED_TURNS, "then it gives up");
+        let mut calls = 0;
+        let read: Result<(), _> = again_if_pruned(|| {
+            calls += 1;
+            Err(StoreError::Corrupt("bad".into()))
+        });
+        assert!(matches!(read, Err(StoreError::Corrupt(_))));
+        assert_eq!(calls, 1, "other errors are not tried again");
     }
 }

@@ -309,6 +309,10 @@ impl AppState {
                     }
                     match state.reload() {
                         Err(e) if e.is_unavailable() => state.db.mark_down(&e.to_string()),
+                        // Two publishes committed between the look at the
+                        // newest version and its read: the next turn reads
+                        // the newest.
+                        Err(e @ StoreError::Pruned(_)) => log::debug!("{e}"),
                         Err(e) => {
                             log::warn!("could not reload the data version: {e}");
                             std::thread::sleep(RETRY_AFTER_FAILURE);
