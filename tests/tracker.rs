@@ -1267,6 +1267,20 @@ async fn sigterm_stops_track_cleanly(backend: Backend) {
     let log = dir.path().join("track.log");
     let dump = || std::fs::read_to_string(&log).unwrap_or_default();
     let mut track = spawn_track(&fake, db.url(), &log);
+    until_published_and_read(&store, 10).await;
+    drop(store);
+    let (status, _) = sigterm_within(&mut track, Duration::from_secs(30), dump).await;
+    assert!(status.success(), "exit status {status}; log:\n{}", dump());
+    assert!(dump().contains("stopped on a signal"), "{}", dump());
+    if let TestDatabase::Sqlite { url, .. } = &db {
+        let wal = std::fs::metadata(format!("{url}-wal")).map_or(0, |m| m.len());
+        assert_eq!(wal, 0, "the write-ahead log was left behind");
+    }
+}
+
+/// Waits (at most 40 s) until a version is published and `wallets`
+/// registry entries have been read.
+async fn until_published_and_read(store: &Store, wallets: usize) {
     wait_until(
         "a version published and the wallets read",
         Duration::from_secs(40),
@@ -1278,18 +1292,10 @@ async fn sigterm_stops_track_cleanly(backend: Backend) {
                     .iter()
                     .filter(|e| e.last_read_at.is_some())
                     .count()
-                    >= 10
+                    >= wallets
         },
     )
     .await;
-    drop(store);
-    let (status, _) = sigterm_within(&mut track, Duration::from_secs(30), dump).await;
-    assert!(status.success(), "exit status {status}; log:\n{}", dump());
-    assert!(dump().contains("stopped on a signal"), "{}", dump());
-    if let TestDatabase::Sqlite { url, .. } = &db {
-        let wal = std::fs::metadata(format!("{url}-wal")).map_or(0, |m| m.len());
-        assert_eq!(wal, 0, "the write-ahead log was left behind");
-    }
 }
 
 /// Sends `track` SIGTERM and waits for it to exit, at most `limit` (the
@@ -1331,21 +1337,7 @@ async fn a_stop_during_retries_sends_no_more_and_ends_at_once(backend: Backend) 
     let log = dir.path().join("track.log");
     let dump = || std::fs::read_to_string(&log).unwrap_or_default();
     let mut track = spawn_track_with(&fake, db.url(), &log, &["--retries", "8"]);
-    wait_until(
-        "a version published and the wallets read",
-        Duration::from_secs(40),
-        || async {
-            store.latest_snapshot().unwrap().is_some()
-                && store
-                    .registry()
-                    .unwrap()
-                    .iter()
-                    .filter(|e| e.last_read_at.is_some())
-                    .count()
-                    >= 10
-        },
-    )
-    .await;
+    until_published_and_read(&store, 10).await;
     // From now on every request is refused, and retried after 1, 2, 4, …
     // 128 s; trades make wallets due, so readers are in their retries.
     let requests = || fake.ex.log.lock().unwrap().len();
@@ -1360,9 +1352,14 @@ async fn a_stop_during_retries_sends_no_more_and_ends_at_once(backend: Backend) 
         requests() >= before + 3
     })
     .await;
+    let at_signal = requests();
     let (status, took) = sigterm_within(&mut track, Duration::from_secs(10), dump).await;
     assert!(status.success(), "exit status {status}; log:\n{}", dump());
     assert!(took < Duration::from_secs(5), "{took:?}");
+    // At most the requests already on their way (8 readers and the main
+    // loop's): no retry after the signal.
+    let after = requests() - at_signal;
+    assert!(after <= 9, "{after} requests after the signal");
     let failed: Vec<_> = store
         .registry()
         .unwrap()

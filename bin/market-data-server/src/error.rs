@@ -114,7 +114,9 @@ impl fmt::Display for ApiError {
 
 impl From<market_store::StoreError> for ApiError {
     fn from(e: market_store::StoreError) -> Self {
-        if e.is_unavailable() {
+        // (No handler reads a version today; a read that lost its version
+        // to a prune is worth a retry, as an outage is.)
+        if e.is_unavailable() || matches!(e, market_store::StoreError::Pruned(_)) {
             let mut api = ApiError::new(
                 ProblemKind::Unavailable,
                 "The database is unreachable or busy. Retry after the number of seconds in Retry-After.",

@@ -44,27 +44,30 @@ impl WeightLimiter {
     /// every light request that arrives after it (a plain token bucket let
     /// eight readers of weight 2 starve a weight-20 request for good).
     pub fn acquire(&self, weight: u32) {
-        self.acquire_unless(weight, || false);
+        std::thread::sleep(self.reserve(weight));
     }
 
     /// [`WeightLimiter::acquire`] that gives up its wait as soon as
     /// `stopped` says so (checked every 100 ms); returns whether the weight
     /// may be spent. The weight a given-up wait reserved stays spent.
     pub fn acquire_unless(&self, weight: u32, stopped: impl Fn() -> bool) -> bool {
+        nap_unless(self.reserve(weight), stopped)
+    }
+
+    /// Reserves `weight` (the bucket may go into debt) and returns how
+    /// long the caller must wait before spending it.
+    fn reserve(&self, weight: u32) -> Duration {
         let weight = f64::from(weight).min(self.burst);
-        let wait = {
-            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            let now = Instant::now();
-            s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.rate_per_sec).min(self.burst);
-            s.1 = now;
-            s.0 -= weight;
-            if s.0 >= 0.0 {
-                Duration::ZERO
-            } else {
-                Duration::from_secs_f64(-s.0 / self.rate_per_sec)
-            }
-        };
-        nap_unless(wait, stopped)
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.rate_per_sec).min(self.burst);
+        s.1 = now;
+        s.0 -= weight;
+        if s.0 >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-s.0 / self.rate_per_sec)
+        }
     }
 
     /// Sustained weight per second.
@@ -75,7 +78,7 @@ impl WeightLimiter {
 
 /// Sleeps `d`, in steps of at most 100 ms, until `stopped` says so;
 /// returns whether it slept the whole time.
-pub(crate) fn nap_unless(d: Duration, stopped: impl Fn() -> bool) -> bool {
+pub fn nap_unless(d: Duration, stopped: impl Fn() -> bool) -> bool {
     let until = Instant::now() + d;
     loop {
         if stopped() {

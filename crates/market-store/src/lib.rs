@@ -82,8 +82,9 @@ pub enum StoreError {
         found: Option<i64>,
     },
     /// The data version a read was asked for was pruned before the read
-    /// began (two newer versions were published since the reader looked
-    /// for the newest one): reading the newest version succeeds.
+    /// began (newer versions were written since the reader looked for the
+    /// newest one: a publish prunes the version before the previous one, a
+    /// whole version every older one): reading the newest one succeeds.
     #[error("data version {0} was pruned before it was read; read the newest one")]
     Pruned(i64),
     /// A fault injected by a test (feature `test-support`).

@@ -236,10 +236,7 @@ impl Tracker {
 
     /// Sleeps up to `d`, waking early when stopped.
     fn nap(&self, d: Duration) {
-        let until = Instant::now() + d;
-        while !self.stopped() && Instant::now() < until {
-            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(100)));
-        }
+        market_ingest::limiter::nap_unless(d, || self.stopped());
     }
 
     /// How fresh each tier of the registry is, indexed like [`Tier::ALL`].
@@ -319,8 +316,9 @@ impl Tracker {
             }
             self.main_loop(&fetcher, rx);
         });
-        // After every thread: a read that was in flight at the stop is saved
-        // too, and every entry still unsaved, a bounded batch at a time.
+        // After every thread: the entry of a read that completed as it
+        // stopped is saved too (a read the stop cut short left its entry as
+        // it was), and every entry still unsaved, a bounded batch at a time.
         while self.save_registry() && lock(&self.schedule).unsaved_len() > 0 {}
         // The checkpoint thread has ended: the last publish and these saves
         // are copied back here, not left in the log for another process.
@@ -524,7 +522,9 @@ impl Tracker {
                 return;
             }
             // Cut short by the stop (no retry was sent): not the wallet's
-            // failure, and its entry is left as it was.
+            // failure, and its entry is left as it was, so the wallet is
+            // due after the restart. (A read that failed on its own just
+            // as the stop came is taken alike: it is read again then too.)
             Err(_) if self.stopped() => return,
             Err(e) => {
                 self.stats.reads_failed.fetch_add(1, Ordering::Relaxed);
@@ -608,8 +608,8 @@ impl Tracker {
                         fetched.remove(symbol);
                         continue;
                     }
-                    // The stop cut it short: this loop ends at its next check.
-                    Err(CandleError::Source(_)) if self.stopped() => {}
+                    // The stop cut it short (nothing was sent): done.
+                    Err(CandleError::Source(_)) if self.stopped() => return,
                     Err(CandleError::Source(e)) => {
                         log::warn!("candles of {symbol} failed: {e}");
                         fetched.remove(symbol);

@@ -160,7 +160,9 @@ impl AppState {
             stream: Arc::new(stream::EventHub::new(max_streams_per_key, stream_buffer)),
             saved,
         });
-        again_if_pruned(|| state.start_from_saved())?;
+        // (A start from the saved version reads changes, which a prune
+        // turns into a whole load, never into `Pruned`.)
+        state.start_from_saved()?;
         again_if_pruned(|| state.reload())?;
         Ok(state)
     }
