@@ -1934,6 +1934,18 @@ fn a_separate_checkpoint_leaves_commits_in_the_log_until_asked() {
     }
 }
 
+/// Writes these rows whole as a version observed at 01:00; returns its
+/// number.
+fn write_whole(
+    store: &Store,
+    markets: &[Market],
+    wallets: &[Wallet],
+    positions: &[MarketPosition],
+) -> i64 {
+    let at = datetime!(2026-11-22 01:00:00 UTC);
+    write_version(store, &version_of(at, markets, wallets, positions, &[]))
+}
+
 /// The changes of a publish by `track` (markets and coverage as a test's).
 fn changes_of(
     markets: &[Market],
@@ -2032,16 +2044,7 @@ fn a_version_read_while_publishes_commit_is_whole_or_reported_pruned() {
             d(&format!("{last}.5"))
         };
         let (wallets, positions) = rewritten(0);
-        let first = write_version(
-            &store,
-            &version_of(
-                datetime!(2026-11-22 01:00:00 UTC),
-                &markets,
-                &wallets,
-                &positions,
-                &[],
-            ),
-        );
+        let first = write_whole(&store, &markets, &wallets, &positions);
         let counts = (WALLETS, WALLETS);
         // Each version's publish number.
         let numbers = std::sync::Mutex::new(std::collections::HashMap::from([(first, 0usize)]));
@@ -2143,16 +2146,7 @@ fn changes_read_while_two_publishes_prune_both_versions_are_whole() {
             .iter()
             .map(|w| position(&w.address, "BTC"))
             .collect();
-        write_version(
-            &store,
-            &version_of(
-                datetime!(2026-11-22 01:00:00 UTC),
-                &markets,
-                &wallets,
-                &positions,
-                &[],
-            ),
-        );
+        write_whole(&store, &markets, &wallets, &positions);
         let publish = |range: std::ops::Range<usize>| {
             let changes = changes_of(&markets, &wallets[range.clone()], &positions[range], &[]);
             publish_changes(&store, &changes, (20, 20))
