@@ -7,7 +7,8 @@
 # - the market-detail throughput (wrk -t1 -c16, 10 s) without the clients,
 #   with them, and without them again, and the ratio of the middle one to
 #   the mean of the other two;
-# - the server's resident memory before the clients connect and with them;
+# - the server's resident memory before the clients connect, with them,
+#   and just before they close;
 # - from streamfan: how long each data version took to reach each client,
 #   from its commit (streamfan reads the newest version every 2 ms) and from
 #   the first client that got it (the fan-out alone).
@@ -56,10 +57,14 @@ FAN=$!
 sleep 20
 with=$(detail)
 rss_with=$(rss)
+# Again just before the clients close: a write the socket takes only in
+# part can move a stream's later writes further into its buffer.
+sleep $((OPEN_SECONDS > 35 ? OPEN_SECONDS - 35 : 0))
+rss_end=$(rss)
 wait "$FAN"
 again=$(detail)
 echo "market detail req/s: without $without, with $CLIENTS streams $with, without again $again"
 python3 -c "import sys; a, b, c = map(float, sys.argv[1:]); print(f'ratio with/without: {b / ((a + c) / 2):.3f}')" "$without" "$with" "$again"
-echo "serve RSS: $rss_before MB before, $rss_with MB with the streams (+$((rss_with - rss_before)) MB)"
+echo "serve RSS: $rss_before MB before, $rss_with MB with the streams (+$((rss_with - rss_before)) MB), $rss_end MB as they close (+$((rss_end - rss_before)) MB)"
 cat "$WORK/fan.txt"
 grep -c "published data version" "$WORK/track.log" | sed 's/^/publishes by track: /'

@@ -106,8 +106,9 @@ pub fn serve(
         data.insert(OpenConnection::new(&counter));
     })
     .workers(options.workers)
-    // Streamed bodies (the event stream) are written out every 4 KB, so a
-    // connection's write buffer keeps its initial size.
+    // Streamed bodies (the event stream) are written out every 2 KB, so a
+    // connection's write buffer keeps its initial size and touches one page
+    // of it (`state::stream::PIECE`).
     .h1_write_buffer_size(crate::state::stream::WRITE_BUFFER)
     // Our stop drains first (`stop_on_signal`); actix's own signal handling
     // would close busy kept-alive connections at once.

@@ -34,18 +34,30 @@ pub const CHUNK: usize = 128;
 /// Default bound of open streams per API key (`--max-streams-per-key`).
 pub const MAX_STREAMS_PER_KEY: usize = 8;
 
-/// The largest piece a stream hands to actix-web at once. actix-web copies
-/// a response's pieces into the connection's write buffer, and keeps that
-/// buffer's capacity (up to 128 KB) while the connection lives. It writes
-/// the buffer out once it holds [`WRITE_BUFFER`] bytes (the server's
-/// `h1_write_buffer_size`), so pieces of at most 4,000 bytes keep it within
-/// its initial 8 KB. A 60 KB frame written whole would cost every open
-/// stream 64 KB for as long as it stays open.
-pub const PIECE: usize = 4000;
+/// The largest piece a stream hands to actix-web at once.
+///
+/// actix-web copies a streamed body's pieces into the connection's write
+/// buffer (8 KB, allocated with the connection and kept while it lives),
+/// and writes the buffer out once it holds [`WRITE_BUFFER`] bytes. Under
+/// jemalloc that buffer is two whole pages, and a page is resident only once
+/// something is written to it. So every write out holds at most one page:
+/// less than [`WRITE_BUFFER`] bytes, then one piece with its chunk framing
+/// (`{len:X}\r\n` before it, `\r\n` after). The second page of each
+/// stream's buffer is then never touched, 4 KB a stream (a write the socket
+/// takes only in part can still move later ones onto it). A 60 KB frame
+/// written whole would cost every open stream 64 KB for as long as it stays
+/// open.
+pub const PIECE: usize = 2040;
 /// How much a connection's write buffer holds before actix-web writes it
 /// out (the server's `h1_write_buffer_size`; actix-web's default is 32 KB).
-/// Only streamed bodies are affected: a whole body is written as it is.
-pub const WRITE_BUFFER: usize = 4096;
+/// Only streamed bodies are affected: a whole body is appended after its
+/// head as one piece, and written with it.
+pub const WRITE_BUFFER: usize = 2048;
+
+/// A piece of [`PIECE`] bytes with its chunk framing: 3 hex digits and two
+/// line ends.
+const FRAMED_PIECE: usize = PIECE + 3 + 4;
+const _: () = assert!(WRITE_BUFFER - 1 + FRAMED_PIECE <= 4096);
 
 /// `bytes` in pieces of at most [`PIECE`] (views of it, not copies).
 pub fn pieces(bytes: Bytes) -> impl Iterator<Item = Bytes> {
@@ -54,25 +66,15 @@ pub fn pieces(bytes: Bytes) -> impl Iterator<Item = Bytes> {
         .map(move |at| bytes.slice(at..(at + PIECE).min(bytes.len())))
 }
 
-/// `frames` packed into pieces of at most [`PIECE`] bytes, whole frames
-/// together (a larger frame is cut in pieces of its own).
+/// `frames` one after another, in pieces of [`PIECE`] bytes (the last one
+/// shorter): a frame may end in one piece and go on in the next, which a
+/// client reading the stream does not see.
 pub fn packed<'a>(frames: impl IntoIterator<Item = &'a Bytes>) -> Vec<Bytes> {
-    let mut out = Vec::new();
-    let mut piece = BytesMut::new();
+    let mut all = BytesMut::new();
     for f in frames {
-        if piece.len() + f.len() > PIECE && !piece.is_empty() {
-            out.push(piece.split().freeze());
-        }
-        if f.len() > PIECE {
-            out.extend(pieces(f.clone()));
-        } else {
-            piece.extend_from_slice(f);
-        }
+        all.extend_from_slice(f);
     }
-    if !piece.is_empty() {
-        out.push(piece.freeze());
-    }
-    out
+    pieces(all.freeze()).collect()
 }
 
 /// Events pushed at once, in number order, and their frames packed for the
@@ -448,30 +450,58 @@ mod tests {
         let parts: Vec<Bytes> = pieces(bytes.clone()).collect();
         assert_eq!(
             parts.iter().map(Bytes::len).collect::<Vec<_>>(),
-            [4000, 4000, 2000]
+            [PIECE; 4]
+                .into_iter()
+                .chain([10_000 - 4 * PIECE])
+                .collect::<Vec<_>>()
         );
         assert_eq!(parts.concat(), bytes.to_vec());
         assert_eq!(pieces(Bytes::new()).count(), 0);
     }
 
     #[test]
-    fn frames_are_packed_whole_into_bounded_pieces() {
+    fn frames_are_packed_into_full_pieces() {
         let small = Bytes::from(vec![b'a'; 1500]);
-        let big = Bytes::from(vec![b'b'; 9000]);
-        let frames = [
-            small.clone(),
-            small.clone(),
-            small.clone(),
-            big.clone(),
-            small.clone(),
-        ];
+        let big = Bytes::from(vec![b'b'; 5000]);
+        let frames = [small.clone(), small.clone(), big.clone(), small.clone()];
         let out = packed(frames.iter());
         assert_eq!(
             out.iter().map(Bytes::len).collect::<Vec<_>>(),
-            [3000, 1500, 4000, 4000, 1000, 1500]
+            [PIECE; 4]
+                .into_iter()
+                .chain([9500 - 4 * PIECE])
+                .collect::<Vec<_>>()
         );
-        assert!(out.iter().all(|p| p.len() <= PIECE));
         assert_eq!(out.concat(), frames.concat());
+        assert!(packed([].iter()).is_empty());
+    }
+
+    /// What actix-web adds to a piece of a streamed body is what
+    /// [`FRAMED_PIECE`] counts.
+    #[actix_web::test]
+    async fn a_piece_with_its_chunk_framing_fits_the_count() {
+        use actix_codec::Encoder;
+        use actix_web::body::BodySize;
+        use actix_web::dev::Response;
+        use actix_web::http::StatusCode;
+
+        let mut codec = actix_http::h1::Codec::new(actix_http::ServiceConfig::default());
+        let mut out = BytesMut::new();
+        let head = Response::with_body(StatusCode::OK, ());
+        codec
+            .encode(
+                actix_http::h1::Message::Item((head, BodySize::Stream)),
+                &mut out,
+            )
+            .unwrap();
+        let before = out.len();
+        codec
+            .encode(
+                actix_http::h1::Message::Chunk(Some(Bytes::from(vec![b'x'; PIECE]))),
+                &mut out,
+            )
+            .unwrap();
+        assert_eq!(out.len() - before, FRAMED_PIECE);
     }
 
     #[test]
