@@ -42,16 +42,19 @@ pub const MAX_STREAMS_PER_KEY: usize = 8;
 /// jemalloc that buffer is two whole pages, and a page is resident only once
 /// something is written to it. So every write out holds at most one page:
 /// less than [`WRITE_BUFFER`] bytes, then one piece with its chunk framing
-/// (`{len:X}\r\n` before it, `\r\n` after). The second page of each
-/// stream's buffer is then never touched, 4 KB a stream (a write the socket
-/// takes only in part can still move later ones onto it). A 60 KB frame
+/// (`{len:X}\r\n` before it, `\r\n` after). The second page of a
+/// stream's buffer is then never touched, 4 KB a stream, unless the
+/// connection touched it before: a write the socket took only in part
+/// moves the buffer's start for good, and a kept-alive connection may have
+/// written a larger answer before it asked for the stream. A 60 KB frame
 /// written whole would cost every open stream 64 KB for as long as it stays
 /// open.
 pub const PIECE: usize = 2040;
 /// How much a connection's write buffer holds before actix-web writes it
 /// out (the server's `h1_write_buffer_size`; actix-web's default is 32 KB).
 /// Only streamed bodies are affected: a whole body is appended after its
-/// head as one piece, and written with it.
+/// head as one piece, and written with it. A compressed answer is streamed
+/// (its head goes first), which is why the server sets `TCP_NODELAY`.
 pub const WRITE_BUFFER: usize = 2048;
 
 /// A piece of [`PIECE`] bytes with its chunk framing: 3 hex digits and two
@@ -69,8 +72,15 @@ pub fn pieces(bytes: Bytes) -> impl Iterator<Item = Bytes> {
 /// `frames` one after another, in pieces of [`PIECE`] bytes (the last one
 /// shorter): a frame may end in one piece and go on in the next, which a
 /// client reading the stream does not see.
-pub fn packed<'a>(frames: impl IntoIterator<Item = &'a Bytes>) -> Vec<Bytes> {
-    let mut all = BytesMut::new();
+pub fn packed<'a, I>(frames: I) -> Vec<Bytes>
+where
+    I: IntoIterator<Item = &'a Bytes>,
+    I::IntoIter: Clone,
+{
+    let frames = frames.into_iter();
+    // At its size: the pieces share this buffer for as long as the hub's
+    // buffer holds the push, spare capacity included.
+    let mut all = BytesMut::with_capacity(frames.clone().map(Bytes::len).sum());
     for f in frames {
         all.extend_from_slice(f);
     }
