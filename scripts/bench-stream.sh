@@ -17,7 +17,9 @@
 #   scripts/bench-stream.sh [CLIENTS] [SECONDS] [WALLETS]   (defaults: 10000, 60, 20000)
 #
 # QUERY='?minValue=1000000' gives every client that filter (default: none,
-# every event to every client). SERVE_BIN names another build's server
+# every event to every client). STREAMFAN_GZIP=1 makes every client ask for
+# gzip (as browsers do); the clients inflate what they read after the run
+# (see streamfan). SERVE_BIN names another build's server
 # binary for `serve` (to compare builds; `track` stays this build's).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -17,7 +17,7 @@ use crate::error::{problem_response, ApiError, ProblemKind, PROBLEM_JSON};
 use crate::ratelimit::{self, Verdict};
 use crate::request_id::{self, REQUEST_ID};
 use crate::routes::{ApiPrefix, RoutePattern};
-use crate::state::stream::is_stream_path;
+use crate::state::stream::{accepts_gzip, is_stream_path, StreamGzip};
 use crate::state::{AppState, Lane, UsageEndpoint};
 use crate::tokens::{self, has_key_like_query, TokenId, API_KEY_HEADER};
 
@@ -44,9 +44,13 @@ pub async fn request_context(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let start = Instant::now();
-    // An event stream is not compressed: a compressor per open stream would
-    // cost hundreds of KB each, and it would hold back events until flushed.
+    // The compression layer leaves an event stream alone: a compressor per
+    // open stream would cost hundreds of KB each, and it would hold back
+    // events until flushed. The stream compresses its pushes once for every
+    // stream instead, when the client takes gzip.
     if is_stream_path(req.path()) {
+        let gzip = StreamGzip(accepts_gzip(&req));
+        req.extensions_mut().insert(gzip);
         req.headers_mut().remove(header::ACCEPT_ENCODING);
     } else if let Some(v) = zstd_over_brotli(req.headers().get_all(header::ACCEPT_ENCODING)) {
         req.headers_mut().insert(header::ACCEPT_ENCODING, v);

@@ -16,7 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::{ApiError, InvalidParam, Problem, ProblemKind};
 use crate::http::{ApiPath, StrictQuery};
-use crate::state::stream::{frame, pieces, Push, StreamEvent};
+use crate::state::stream::{frame, Coding, Push, StreamEvent, StreamGzip};
 use crate::state::{AppState, Lane};
 use crate::tokens::TokenId;
 
@@ -59,8 +59,12 @@ const RETRY_MS: u32 = 2000;
 /// (`StreamEnd`), the id to resume from without losing anything.
 ///
 /// **Limits.** Opening a stream counts as one request against the key's rate limit. A key may hold
-/// `--max-streams-per-key` streams open (8 by default); one more is a 429 problem. Responses are not
-/// compressed.
+/// `--max-streams-per-key` streams open (8 by default); one more is a 429 problem.
+///
+/// **Compression.** A client whose `Accept-Encoding` takes gzip (browsers' `EventSource` and
+/// `curl --compressed` do) gets the stream gzip-encoded (`Content-Encoding: gzip`): each push is
+/// compressed once for every stream and can be decoded as soon as it arrives. Any other client
+/// gets it as it is.
 #[utoipa::path(
     get,
     path = "/networks/{network}/position-events/stream",
@@ -102,8 +106,9 @@ pub async fn stream_position_events(
         Some(v) => (Some(last_event_id(v)?), false),
         None => (q.since, q.since == Some(EventId(0))),
     };
+    let gzip = req.extensions().get::<StreamGzip>().is_some_and(|g| g.0);
     if req.method() == actix_web::http::Method::HEAD {
-        return Ok(stream_response().finish());
+        return Ok(stream_response(gzip).finish());
     }
     let hub = state.stream.clone();
     // Subscribed before the bound is read: whatever is committed after the
@@ -162,12 +167,22 @@ pub async fn stream_position_events(
         && filter.address.is_none()
         && filter.kind.is_none()
         && filter.min_value.is_none();
+    let mut coding = if gzip {
+        Coding::Gzip(Default::default())
+    } else {
+        Coding::Identity
+    };
     let body = async_stream::stream! {
         let _slot = slot;
-        yield Ok::<Bytes, std::convert::Infallible>(Bytes::from(format!(": connected\nretry: {RETRY_MS}\n\n")));
-        // Shared by the streams of the version: not copied per stream.
-        for piece in opening {
+        if let Some(head) = coding.start() {
+            yield Ok::<Bytes, std::convert::Infallible>(head);
+        }
+        for piece in coding.own(Bytes::from(format!(": connected\nretry: {RETRY_MS}\n\n"))) {
             yield Ok(piece);
+        }
+        // Shared by the streams of the version: not copied per stream.
+        for piece in coding.shared(&opening) {
+            yield Ok(piece.clone());
         }
         // Every event up to `floor` was sent or did not pass the filter.
         let mut floor = bounds.last;
@@ -185,14 +200,18 @@ pub async fn stream_position_events(
                 .await;
                 let Ok(page) = page else {
                     // The database is busy or gone: the client resumes later.
-                    yield Ok(end("unavailable", floor));
-                    return;
-                };
-                for e in &page {
-                    for piece in pieces(frame("position-event", Some(e.seq), e.json.as_bytes())) {
+                    for piece in ending(&mut coding, "unavailable", floor) {
                         yield Ok(piece);
                     }
+                    return;
+                };
+                let mut frames = BytesMut::new();
+                for e in &page {
+                    frames.extend_from_slice(&frame("position-event", Some(e.seq), e.json.as_bytes()));
                     floor = e.seq;
+                }
+                for piece in coding.own(frames.freeze()) {
+                    yield Ok(piece);
                 }
                 if page.len() < REPLAY_PAGE {
                     break;
@@ -217,46 +236,57 @@ pub async fn stream_position_events(
                             // Borrowed: the push is held anyway, and a copy of
                             // its list would be one more allocation per stream
                             // for as long as the stream waits on its socket.
-                            for piece in &chunk.packed {
+                            for piece in coding.shared(&chunk.packed) {
                                 wrote = true;
                                 yield Ok(piece.clone());
                             }
                             floor = chunk.last_seq();
                         }
                         Push::Events(chunk) => {
-                            for piece in pieces(passing(&chunk.events, &filter, &mut floor)) {
+                            for piece in coding.own(passing(&chunk.events, &filter, &mut floor)) {
                                 wrote = true;
                                 yield Ok(piece);
                             }
                         }
                         Push::Version(v) if filter.symbol.is_none() => {
-                            for piece in &v.packed {
+                            for piece in coding.shared(&v.packed) {
                                 wrote = true;
                                 yield Ok(piece.clone());
                             }
                         }
                         Push::Version(v) => {
-                            for piece in pieces(v.frame(filter.symbol.as_deref())) {
+                            for piece in coding.own(v.frame(filter.symbol.as_deref())) {
                                 wrote = true;
                                 yield Ok(piece);
                             }
                         }
                         Push::Closing => {
-                            yield Ok(end("closing", floor));
+                            for piece in ending(&mut coding, "closing", floor) {
+                                yield Ok(piece);
+                            }
                             return;
                         }
                     },
                     Err(RecvError::Lagged(_)) => {
                         hub.count_lagged();
-                        yield Ok(end("lagged", floor));
+                        for piece in ending(&mut coding, "lagged", floor) {
+                            yield Ok(piece);
+                        }
                         return;
                     }
-                    Err(RecvError::Closed) => return,
+                    Err(RecvError::Closed) => {
+                        if let Some(last) = coding.end() {
+                            yield Ok(last);
+                        }
+                        return;
+                    }
                 },
                 _ = &mut probe => {
                     wrote = true;
                     if tokio::time::Instant::now() < next_heartbeat {
-                        yield Ok(Bytes::from_static(b"\n"));
+                        for piece in coding.own(Bytes::from_static(b"\n")) {
+                            yield Ok(piece);
+                        }
                     }
                 },
             }
@@ -264,13 +294,15 @@ pub async fn stream_position_events(
                 let now = tokio::time::Instant::now();
                 if now >= next_heartbeat {
                     next_heartbeat = now + HEARTBEAT;
-                    yield Ok(heartbeat(floor));
+                    for piece in coding.own(heartbeat(floor)) {
+                        yield Ok(piece);
+                    }
                 }
                 probe.as_mut().reset(now + PROBE);
             }
         }
     };
-    Ok(stream_response().streaming(body))
+    Ok(stream_response(gzip).streaming(body))
 }
 
 /// The frames of `events` newer than `floor` that pass `filter`; moves
@@ -298,6 +330,14 @@ fn heartbeat(floor: i64) -> Bytes {
     Bytes::from(format!("id: {floor}\n: heartbeat\n\n"))
 }
 
+/// The last bytes of a stream the server ends: its last event, in pieces,
+/// then the end of its encoding.
+fn ending(coding: &mut Coding, reason: &str, resume_from: i64) -> Vec<Bytes> {
+    let mut out: Vec<Bytes> = coding.own(end(reason, resume_from)).collect();
+    out.extend(coding.end());
+    out
+}
+
 /// The last event of a stream the server ends.
 fn end(reason: &str, resume_from: i64) -> Bytes {
     let data = serde_json::to_vec(&market_model::StreamEnd {
@@ -308,10 +348,14 @@ fn end(reason: &str, resume_from: i64) -> Bytes {
     frame(reason, Some(resume_from), &data)
 }
 
-/// The 200 head of a stream.
-fn stream_response() -> actix_web::HttpResponseBuilder {
+/// The 200 head of a stream, gzip-encoded or not.
+fn stream_response(gzip: bool) -> actix_web::HttpResponseBuilder {
     let mut res = HttpResponse::Ok();
+    if gzip {
+        res.insert_header((header::CONTENT_ENCODING, HeaderValue::from_static("gzip")));
+    }
     res.content_type("text/event-stream")
+        .insert_header((header::VARY, HeaderValue::from_static("accept-encoding")))
         .insert_header((header::CACHE_CONTROL, HeaderValue::from_static("no-cache")))
         // nginx and the like pass each event on at once.
         .insert_header(("X-Accel-Buffering", HeaderValue::from_static("no")));

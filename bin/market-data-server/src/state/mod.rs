@@ -1,5 +1,6 @@
 //! Shared state, by concern: the served snapshot and its reloader
-//! (`reload`), the event stream's hub (`stream`), the rendered-page cache (`pages`), the token cache
+//! (`reload`), the event stream's hub (`stream`) and its gzip segments
+//! (`gzip`), the rendered-page cache (`pages`), the token cache
 //! (`tokens`) and token usage (`usage`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,6 +17,7 @@ use crate::error::ApiError;
 use crate::metrics::{ServerMetrics, ServingSample};
 
 pub mod db;
+mod gzip;
 mod pages;
 pub mod reload;
 mod saved;

@@ -10,21 +10,42 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use actix_web::http::header::{AcceptEncoding, Encoding, Header};
+use actix_web::HttpMessage;
 use bigdecimal::BigDecimal;
 use bytes::{Bytes, BytesMut};
+use flate2::Compression;
 use market_model::{EventKind, MarketFigures, PositionEvent};
 use market_snapshot::Snapshot;
 use market_store::{EventFilter, SequencedEvent, Store, StoreError};
 use tokio::sync::broadcast;
 
+use super::gzip::{GzipStream, Segment};
+
 /// The path suffix of the stream, which the API guard lets accept
-/// `text/event-stream` and the compression layer leaves alone.
+/// `text/event-stream` and the compression layer leaves alone (the stream
+/// compresses itself: [`Coding`]).
 const STREAM_SUFFIX: &str = "/position-events/stream";
 /// Whether `path` is the event stream's.
 pub fn is_stream_path(path: &str) -> bool {
     path.ends_with(STREAM_SUFFIX)
+}
+
+/// Whether a stream's client takes gzip, as its `Accept-Encoding` said: the
+/// request context reads it (see [`accepts_gzip`]) and takes the header
+/// away, so that the compression layer leaves the stream alone.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamGzip(pub bool);
+
+/// Whether `req`'s `Accept-Encoding` ranks gzip above sending the stream as
+/// it is (no header, or one that does not name gzip: no).
+pub fn accepts_gzip(req: &impl HttpMessage) -> bool {
+    AcceptEncoding::parse(req)
+        .ok()
+        .and_then(|a| a.negotiate([Encoding::gzip(), Encoding::identity()].iter()))
+        == Some(Encoding::gzip())
 }
 
 /// Messages the shared buffer holds: at most `BUFFER × CHUNK` events.
@@ -69,10 +90,10 @@ pub fn pieces(bytes: Bytes) -> impl Iterator<Item = Bytes> {
         .map(move |at| bytes.slice(at..(at + PIECE).min(bytes.len())))
 }
 
-/// `frames` one after another, in pieces of [`PIECE`] bytes (the last one
-/// shorter): a frame may end in one piece and go on in the next, which a
-/// client reading the stream does not see.
-pub fn packed<'a, I>(frames: I) -> Vec<Bytes>
+/// `frames` one after another, in one buffer at its size: cut into pieces
+/// of [`PIECE`] bytes, a frame may end in one piece and go on in the next,
+/// which a client reading the stream does not see.
+pub fn packed<'a, I>(frames: I) -> Shared
 where
     I: IntoIterator<Item = &'a Bytes>,
     I::IntoIter: Clone,
@@ -84,7 +105,94 @@ where
     for f in frames {
         all.extend_from_slice(f);
     }
-    pieces(all.freeze()).collect()
+    Shared::new(all.freeze())
+}
+
+/// Bytes that every stream taking them sends alike: in pieces as they are,
+/// and in pieces of their gzip [`Segment`], compressed once, when the first
+/// stream that asked for gzip takes them.
+#[derive(Debug)]
+pub struct Shared {
+    plain: Bytes,
+    pieces: Vec<Bytes>,
+    gzip: OnceLock<(Segment, Vec<Bytes>)>,
+}
+
+impl Shared {
+    /// `plain`, to be shared.
+    pub fn new(plain: Bytes) -> Shared {
+        Shared {
+            pieces: pieces(plain.clone()).collect(),
+            plain,
+            gzip: OnceLock::new(),
+        }
+    }
+
+    /// Its pieces as they are.
+    pub fn pieces(&self) -> &[Bytes] {
+        &self.pieces
+    }
+
+    /// Its gzip segment, and that segment's pieces.
+    fn gzip(&self) -> &(Segment, Vec<Bytes>) {
+        self.gzip.get_or_init(|| {
+            let segment = Segment::compressed(&self.plain, Compression::default());
+            let pieces = pieces(segment.bytes.clone()).collect();
+            (segment, pieces)
+        })
+    }
+}
+
+/// How one stream's body is encoded: as it is, or gzip when the client
+/// accepts it (the hub's pushes compressed once for every stream).
+#[derive(Debug)]
+pub enum Coding {
+    /// As it is.
+    Identity,
+    /// `Content-Encoding: gzip`.
+    Gzip(GzipStream),
+}
+
+impl Coding {
+    /// The body's first bytes, before any event (gzip's header).
+    pub fn start(&self) -> Option<Bytes> {
+        match self {
+            Coding::Identity => None,
+            Coding::Gzip(_) => Some(GzipStream::header()),
+        }
+    }
+
+    /// Bytes made for this stream only, in pieces.
+    pub fn own(&mut self, bytes: Bytes) -> impl Iterator<Item = Bytes> {
+        pieces(match self {
+            Coding::Identity => bytes,
+            Coding::Gzip(stream) => {
+                let segment = Segment::own(&bytes);
+                stream.sent(&segment);
+                segment.bytes
+            }
+        })
+    }
+
+    /// The pieces of bytes shared between streams (not copied).
+    pub fn shared<'a>(&mut self, shared: &'a Shared) -> &'a [Bytes] {
+        match self {
+            Coding::Identity => shared.pieces(),
+            Coding::Gzip(stream) => {
+                let (segment, pieces) = shared.gzip();
+                stream.sent(segment);
+                pieces
+            }
+        }
+    }
+
+    /// The body's last bytes, when the server ends it (gzip's end).
+    pub fn end(&self) -> Option<Bytes> {
+        match self {
+            Coding::Identity => None,
+            Coding::Gzip(stream) => Some(stream.end()),
+        }
+    }
 }
 
 /// Events pushed at once, in number order, and their frames packed for the
@@ -94,7 +202,7 @@ pub struct EventChunk {
     /// The events.
     pub events: Vec<StreamEvent>,
     /// Their frames, packed ([`packed`]).
-    pub packed: Vec<Bytes>,
+    pub packed: Shared,
 }
 
 impl EventChunk {
@@ -165,8 +273,8 @@ pub struct VersionEvent {
     pub observed_at: String,
     /// (symbol, `MarketFigures` JSON) of the markets it carries.
     pub markets: Vec<(String, Bytes)>,
-    /// Its frame with every market, in pieces ([`pieces`]).
-    pub packed: Vec<Bytes>,
+    /// Its frame with every market, shared.
+    pub packed: Shared,
 }
 
 impl VersionEvent {
@@ -185,9 +293,9 @@ impl VersionEvent {
             version: snapshot.version,
             observed_at: market_model::timestamp::format_utc(snapshot.observed_at),
             markets,
-            packed: Vec::new(),
+            packed: Shared::new(Bytes::new()),
         };
-        v.packed = pieces(v.frame(None)).collect();
+        v.packed = Shared::new(v.frame(None));
         v
     }
 
@@ -271,7 +379,7 @@ pub struct EventHub {
     lagged: AtomicU64,
     /// The `data-version` frame with every market of the served version
     /// (what an unfiltered stream gets on connect), made once per version.
-    opening: Mutex<Option<(i64, Vec<Bytes>)>>,
+    opening: Mutex<Option<(i64, Arc<Shared>)>>,
 }
 
 impl EventHub {
@@ -292,16 +400,16 @@ impl EventHub {
     /// The `data-version` frame a stream gets on connect, in pieces: every
     /// market of `snapshot` (shared by every stream of the version), or
     /// only `symbol`'s.
-    pub fn opening(&self, snapshot: &Snapshot, symbol: Option<&str>) -> Vec<Bytes> {
+    pub fn opening(&self, snapshot: &Snapshot, symbol: Option<&str>) -> Arc<Shared> {
         if symbol.is_some() {
             // Its markets are the one asked for.
-            return VersionEvent::whole(snapshot, symbol).packed;
+            return Arc::new(VersionEvent::whole(snapshot, symbol).packed);
         }
         let mut opening = self.opening.lock().expect("never poisoned");
         match &*opening {
             Some((version, packed)) if *version == snapshot.version => packed.clone(),
             _ => {
-                let packed = VersionEvent::whole(snapshot, None).packed;
+                let packed = Arc::new(VersionEvent::whole(snapshot, None).packed);
                 *opening = Some((snapshot.version, packed.clone()));
                 packed
             }
@@ -442,7 +550,7 @@ mod tests {
                 ("BTC".into(), Bytes::from_static(b"{\"symbol\":\"BTC\"}")),
                 ("ETH".into(), Bytes::from_static(b"{\"symbol\":\"ETH\"}")),
             ],
-            packed: Vec::new(),
+            packed: Shared::new(Bytes::new()),
         };
         assert_eq!(
             &v.frame(None)[..],
@@ -475,6 +583,7 @@ mod tests {
         let big = Bytes::from(vec![b'b'; 5000]);
         let frames = [small.clone(), small.clone(), big.clone(), small.clone()];
         let out = packed(frames.iter());
+        let out = out.pieces();
         assert_eq!(
             out.iter().map(Bytes::len).collect::<Vec<_>>(),
             [PIECE; 4]
@@ -483,7 +592,7 @@ mod tests {
                 .collect::<Vec<_>>()
         );
         assert_eq!(out.concat(), frames.concat());
-        assert!(packed([].iter()).is_empty());
+        assert!(packed([].iter()).pieces().is_empty());
     }
 
     /// What actix-web adds to a piece of a streamed body is what
@@ -512,6 +621,63 @@ mod tests {
             )
             .unwrap();
         assert_eq!(out.len() - before, FRAMED_PIECE);
+    }
+
+    #[test]
+    fn gzip_only_when_the_client_ranks_it_above_identity() {
+        let with = |v: Option<&str>| {
+            let mut req = actix_web::test::TestRequest::default();
+            if let Some(v) = v {
+                req = req.insert_header(("Accept-Encoding", v));
+            }
+            accepts_gzip(&req.to_http_request())
+        };
+        assert!(with(Some("gzip, deflate, br, zstd")));
+        assert!(with(Some("br;q=1, gzip;q=0.5")));
+        assert!(with(Some("GZIP")));
+        assert!(!with(None));
+        assert!(!with(Some("br, zstd")));
+        assert!(!with(Some("gzip;q=0")));
+        assert!(!with(Some("identity, gzip;q=0.5")));
+        assert!(!with(Some("*")));
+    }
+
+    /// A gzip stream sends the shared pieces of a push compressed once, and
+    /// they decode to what a plain stream sends.
+    #[test]
+    fn shared_bytes_are_compressed_once_for_every_gzip_stream() {
+        let frames: Vec<Bytes> = (0..200)
+            .map(|i| {
+                frame(
+                    "position-event",
+                    Some(i),
+                    format!("{{\"n\":{i}}}").as_bytes(),
+                )
+            })
+            .collect();
+        let shared = packed(frames.iter());
+        let (mut a, mut b) = (
+            Coding::Gzip(GzipStream::default()),
+            Coding::Gzip(GzipStream::default()),
+        );
+        let first = a.shared(&shared);
+        let second = b.shared(&shared);
+        assert!(std::ptr::eq(first, second), "compressed once");
+        assert_eq!(Coding::Identity.shared(&shared), shared.pieces());
+        let mut body = a.start().unwrap().to_vec();
+        body.extend(first.iter().flat_map(|p| p.iter()));
+        body.extend(
+            a.own(Bytes::from_static(b": bye\n\n"))
+                .flat_map(|p| p.to_vec()),
+        );
+        body.extend_from_slice(&a.end().unwrap());
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&body[..]), &mut text)
+            .unwrap();
+        let mut want = frames.concat();
+        want.extend_from_slice(b": bye\n\n");
+        assert_eq!(text, want);
+        assert!(first.iter().all(|p| p.len() <= PIECE));
     }
 
     #[test]
