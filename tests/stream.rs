@@ -56,6 +56,12 @@ impl Gunzip {
     /// Inflates `bytes` onto `out`: each push is readable as it arrives.
     fn feed(&mut self, mut bytes: &[u8], out: &mut Vec<u8>) {
         let skip = self.header.min(bytes.len());
+        let at = 10 - self.header;
+        assert_eq!(
+            bytes[..skip],
+            [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff][at..at + skip],
+            "a gzip header"
+        );
         self.header -= skip;
         bytes = &bytes[skip..];
         let start = out.len();
@@ -85,13 +91,15 @@ impl Gunzip {
 
 impl Sse {
     /// Opens the stream at `query` with optional headers; asserts 200, and
-    /// gzip unless the headers ask for `Accept-Encoding: identity`.
+    /// gzip unless the headers ask for an `Accept-Encoding` without it.
     async fn open(app: &TestApp, query: &str, headers: &[(&str, &str)]) -> Sse {
         let res = open_raw(app, query, headers).await;
         assert_eq!(res.status().as_u16(), 200, "{query}");
         assert_eq!(res.headers()["content-type"], "text/event-stream");
         assert_eq!(res.headers()["vary"], "accept-encoding");
-        let identity = headers.contains(&("Accept-Encoding", "identity"));
+        let identity = headers
+            .iter()
+            .any(|(k, v)| *k == "Accept-Encoding" && !v.contains("gzip"));
         let encoding = res.headers().get("content-encoding");
         if identity {
             assert!(encoding.is_none());
@@ -464,11 +472,25 @@ crate::on_both_backends!(
 #[tokio::test]
 async fn a_stopping_server_ends_its_streams_with_the_id_to_resume_from() {
     let app = spawn_app(Backend::Sqlite).await;
+    // HEAD says how the stream would be sent.
+    let head = app
+        .client
+        .head(app.url(STREAM))
+        .header("X-API-Key", &app.token)
+        .header("Accept-Encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status().as_u16(), 200);
+    assert_eq!(head.headers()["content-encoding"], "gzip");
+    assert_eq!(head.headers()["content-type"], "text/event-stream");
     // Compressed or not, each stream ends whole (a gzip body with its
-    // trailer: `Sse` checks it).
+    // trailer: `Sse` checks it). A client that takes only brotli or zstd
+    // gets the stream as it is: the compression layer never buffers it.
     let mut streams = [
         Sse::open(&app, "", &[]).await,
         Sse::open(&app, "", &[("Accept-Encoding", "identity")]).await,
+        Sse::open(&app, "", &[("Accept-Encoding", "br, zstd")]).await,
     ];
     for s in &mut streams {
         assert_eq!(

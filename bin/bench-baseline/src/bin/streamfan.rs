@@ -150,6 +150,14 @@ impl Body {
             let Some(end) = memchr::memmem::find(&self.head, b"\r\n\r\n") else {
                 return &[];
             };
+            let head = String::from_utf8_lossy(&self.head[..end]).to_ascii_lowercase();
+            if !head.contains("content-encoding: gzip")
+                || !head.contains("transfer-encoding: chunked")
+            {
+                // Not the gzip stream (a problem, say): read it as it is.
+                self.gzip = None;
+                return &self.head;
+            }
             self.chunks.feed(&self.head[end + 4..], &mut self.data);
             // The body starts with gzip's 10-byte header.
             if self.data.len() < 10 {
@@ -174,8 +182,8 @@ impl Body {
                 inflater.decompress_vec(input, &mut self.out, flate2::FlushDecompress::None);
             let taken = (inflater.total_in() - before) as usize;
             input = &input[taken..];
-            match status {
-                Ok(flate2::Status::Ok)
+            match status.expect("the stream is valid gzip") {
+                flate2::Status::Ok
                     if !input.is_empty() || self.out.capacity() == self.out.len() => {}
                 _ => break,
             }

@@ -180,9 +180,13 @@ pub async fn stream_position_events(
         for piece in coding.own(Bytes::from(format!(": connected\nretry: {RETRY_MS}\n\n"))) {
             yield Ok(piece);
         }
-        // Shared by the streams of the version: not copied per stream.
-        for piece in coding.shared(&opening) {
-            yield Ok(piece.clone());
+        {
+            // Shared by the streams of the version, not copied per stream;
+            // and let go once sent, since a stream may live for hours.
+            let opening = opening;
+            for piece in coding.shared(&opening) {
+                yield Ok(piece.clone());
+            }
         }
         // Every event up to `floor` was sent or did not pass the filter.
         let mut floor = bounds.last;
