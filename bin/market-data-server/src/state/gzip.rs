@@ -14,7 +14,7 @@
 //! Bytes made for one stream only (its heartbeats, its filtered events, its
 //! replay) are compressed by a compressor of the worker thread's, reset
 //! each time, or sent as a stored (uncompressed) block when they are too
-//! short to gain.
+//! short to be worth the reset.
 
 use std::cell::RefCell;
 

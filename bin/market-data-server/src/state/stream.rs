@@ -289,14 +289,15 @@ impl VersionEvent {
     }
 
     fn new(snapshot: &Snapshot, markets: Vec<(String, Bytes)>) -> VersionEvent {
-        let mut v = VersionEvent {
-            version: snapshot.version,
-            observed_at: market_model::timestamp::format_utc(snapshot.observed_at),
+        let version = snapshot.version;
+        let observed_at = market_model::timestamp::format_utc(snapshot.observed_at);
+        let packed = Shared::new(version_frame(version, &observed_at, &markets, None));
+        VersionEvent {
+            version,
+            observed_at,
             markets,
-            packed: Shared::new(Bytes::new()),
-        };
-        v.packed = Shared::new(v.frame(None));
-        v
+            packed,
+        }
     }
 
     /// The markets of `next` whose figures differ from `previous`'s.
@@ -312,25 +313,33 @@ impl VersionEvent {
 
     /// Its `data-version` frame, with only `symbol`'s market when given.
     pub fn frame(&self, symbol: Option<&str>) -> Bytes {
-        let mut data = format!(
-            "{{\"version\":{},\"observedAt\":\"{}\",\"markets\":[",
-            self.version, self.observed_at
-        )
-        .into_bytes();
-        let mut first = true;
-        for (s, json) in &self.markets {
-            if symbol.is_some_and(|want| want != s) {
-                continue;
-            }
-            if !first {
-                data.push(b',');
-            }
-            first = false;
-            data.extend_from_slice(json);
-        }
-        data.extend_from_slice(b"]}");
-        frame("data-version", None, &data)
+        version_frame(self.version, &self.observed_at, &self.markets, symbol)
     }
+}
+
+/// A `data-version` frame of `markets` (only `symbol`'s when given).
+fn version_frame(
+    version: i64,
+    observed_at: &str,
+    markets: &[(String, Bytes)],
+    symbol: Option<&str>,
+) -> Bytes {
+    let mut data =
+        format!("{{\"version\":{version},\"observedAt\":\"{observed_at}\",\"markets\":[")
+            .into_bytes();
+    let mut first = true;
+    for (s, json) in markets {
+        if symbol.is_some_and(|want| want != s) {
+            continue;
+        }
+        if !first {
+            data.push(b',');
+        }
+        first = false;
+        data.extend_from_slice(json);
+    }
+    data.extend_from_slice(b"]}");
+    frame("data-version", None, &data)
 }
 
 /// (symbol, rendered `MarketFigures`) of every market of `snapshot`.
