@@ -10,7 +10,7 @@ use market_model::{
 };
 
 use crate::rows::*;
-use crate::types::DbDecimal;
+use crate::types::{DbDecimal, DbTime};
 use crate::{CandleBatch, LoadedSnapshot, SnapshotMeta, StoreError};
 use market_engine::DataVersion;
 
@@ -29,6 +29,15 @@ pub(crate) fn parse<T: FromStr>(what: &str, text: &str) -> Result<T, StoreError>
 
 fn json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+/// [`json`] of a list: most wallets have no tags and no KOLs, and `[]`
+/// needs no parser.
+fn json_list<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<Vec<T>, StoreError> {
+    match text {
+        "[]" => Ok(Vec::new()),
+        _ => json(what, text),
+    }
 }
 
 fn level_key(l: &Level) -> (String, DbDecimal, i64, DbDecimal, DbDecimal, DbDecimal) {
@@ -109,7 +118,7 @@ pub(crate) fn wallet_row(version: i64, w: &Wallet, positions: String) -> WalletR
         short_value: db(&w.short_value),
         leverage: db(&w.leverage),
         position_count: w.positions as i32,
-        observed_at: to_db_time(w.observed_at),
+        observed_at: DbTime(to_db_time(w.observed_at)),
         net_pnl: w.net_pnl.as_ref().map(db),
         roi: w.roi.as_ref().map(db),
         win_rate: w.win_rate.as_ref().map(db),
@@ -214,8 +223,8 @@ fn sort_levels(levels: &mut [Level]) {
 /// A wallet row as the model's wallet, and its `positions` column.
 pub(crate) fn wallet_from(r: WalletRow) -> Result<(Wallet, String), StoreError> {
     let wallet = Wallet {
-        tags: json::<Vec<String>>("wallet tags", &r.tags)?,
-        kols: json::<Vec<Kol>>("wallet kols", &r.kols)?,
+        tags: json_list::<String>("wallet tags", &r.tags)?,
+        kols: json_list::<Kol>("wallet kols", &r.kols)?,
         kol_profile: r
             .kol_profile
             .as_deref()
@@ -236,7 +245,7 @@ pub(crate) fn wallet_from(r: WalletRow) -> Result<(Wallet, String), StoreError> 
         short_value: dec(r.short_value),
         leverage: dec(r.leverage),
         positions: r.position_count.max(0) as u32,
-        observed_at: from_db_time(r.observed_at),
+        observed_at: from_db_time(r.observed_at.0),
         net_pnl: r.net_pnl.map(dec),
         roi: r.roi.map(dec),
         win_rate: r.win_rate.map(dec),

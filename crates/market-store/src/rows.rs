@@ -4,7 +4,7 @@ use diesel::prelude::*;
 use time::{Date, OffsetDateTime, PrimitiveDateTime, UtcOffset};
 
 use crate::schema::*;
-use crate::types::DbDecimal;
+use crate::types::{DbDecimal, DbTime};
 
 /// UTC instant → `TIMESTAMP` value.
 pub fn to_db_time(t: OffsetDateTime) -> PrimitiveDateTime {
@@ -70,7 +70,7 @@ pub struct WalletRow {
     pub short_value: DbDecimal,
     pub leverage: DbDecimal,
     pub position_count: i32,
-    pub observed_at: PrimitiveDateTime,
+    pub observed_at: DbTime,
     pub net_pnl: Option<DbDecimal>,
     pub roi: Option<DbDecimal>,
     pub win_rate: Option<DbDecimal>,

@@ -312,6 +312,38 @@ fn snapshot_round_trips_exactly() {
     }
 }
 
+/// A wallet row's instant is read by a parser of Diesel's text alone; any
+/// other form SQLite stores (a row edited by hand) reads as Diesel reads it,
+/// and a text that is no instant is an error, not a panic.
+#[test]
+fn wallet_instants_in_other_forms_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = migrated(dir.path().join("t.db").to_str().unwrap());
+    write_dataset(&store);
+    let meta = store.latest_snapshot().unwrap().unwrap();
+    let observed = |store: &Store| {
+        store
+            .load_snapshot(&meta)
+            .map(|l| l.version.wallets[0].observed_at)
+    };
+    assert_eq!(
+        observed(&store).unwrap(),
+        datetime!(2026-11-22 01:02:03 UTC)
+    );
+    let edit = |text: &str| {
+        diesel::sql_query(format!("UPDATE wallets SET observed_at = '{text}'"))
+            .execute(&mut *store.conn().unwrap())
+            .unwrap()
+    };
+    assert_eq!(edit("2026-11-22T01:02:03.25"), 1);
+    assert_eq!(
+        observed(&store).unwrap(),
+        datetime!(2026-11-22 01:02:03.25 UTC)
+    );
+    edit("yesterday");
+    assert!(observed(&store).is_err());
+}
+
 /// The current levels moved from a table of their own into the market rows
 /// (migration `000012`): what was stored before moves over exactly, and
 /// back again when the migration is reverted.

@@ -1,4 +1,5 @@
-//! The exact decimal column type shared by both backends.
+//! The exact decimal column type shared by both backends, and a timestamp
+//! read without Diesel's general parser.
 //!
 //! PostgreSQL stores decimals as `NUMERIC` (exact, scale preserved). SQLite
 //! has no exact decimal type and Diesel's SQLite `Numeric` goes through
@@ -13,7 +14,7 @@ use diesel::expression::AsExpression;
 use diesel::pg::data_types::PgNumeric;
 use diesel::pg::Pg;
 use diesel::serialize::{self, IsNull, Output, ToSql};
-use diesel::sql_types::{HasSqlType, Numeric, SqlType};
+use diesel::sql_types::{HasSqlType, Numeric, SqlType, Timestamp};
 use diesel::sqlite::Sqlite;
 use market_model::Decimal;
 use time::PrimitiveDateTime;
@@ -113,6 +114,55 @@ impl FromSql<Dec, MultiBackend> for DbDecimal {
 impl ToSql<Dec, MultiBackend> for DbDecimal {
     fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, MultiBackend>) -> serialize::Result {
         out.set_value((Dec, self));
+        Ok(IsNull::No)
+    }
+}
+
+/// A `TIMESTAMP` column's value, read from SQLite's text by
+/// [`parse_sqlite_time`] (Diesel's parser, which tries format descriptions
+/// one after another, was a twentieth of a server's read of a publish's
+/// changed wallet rows); written, and read on PostgreSQL, as Diesel does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, AsExpression, FromSqlRow)]
+#[diesel(sql_type = Timestamp)]
+pub struct DbTime(pub PrimitiveDateTime);
+
+impl FromSql<Timestamp, Sqlite> for DbTime {
+    fn from_sql(mut value: <Sqlite as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
+        if let Some(t) = parse_sqlite_time(value.read_text()) {
+            return Ok(DbTime(t));
+        }
+        // Any other form SQLite's date functions take (a row edited by hand).
+        <PrimitiveDateTime as FromSql<Timestamp, Sqlite>>::from_sql(value).map(DbTime)
+    }
+}
+
+impl FromSql<Timestamp, Pg> for DbTime {
+    fn from_sql(bytes: <Pg as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
+        <PrimitiveDateTime as FromSql<Timestamp, Pg>>::from_sql(bytes).map(DbTime)
+    }
+}
+
+impl FromSql<Timestamp, MultiBackend> for DbTime {
+    fn from_sql(bytes: <MultiBackend as Backend>::RawValue<'_>) -> deserialize::Result<Self> {
+        bytes.from_sql::<DbTime, Timestamp>()
+    }
+}
+
+impl ToSql<Timestamp, Sqlite> for DbTime {
+    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Sqlite>) -> serialize::Result {
+        <PrimitiveDateTime as ToSql<Timestamp, Sqlite>>::to_sql(&self.0, out)
+    }
+}
+
+impl ToSql<Timestamp, Pg> for DbTime {
+    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Pg>) -> serialize::Result {
+        <PrimitiveDateTime as ToSql<Timestamp, Pg>>::to_sql(&self.0, out)
+    }
+}
+
+impl ToSql<Timestamp, MultiBackend> for DbTime {
+    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, MultiBackend>) -> serialize::Result {
+        out.set_value((Timestamp, self));
         Ok(IsNull::No)
     }
 }

@@ -237,6 +237,10 @@ pub(super) struct Rendered {
     pub(super) cohorts_json: JsonItems,
 }
 
+/// Room for a day's fields besides its levels when rendered (about 300
+/// bytes; more is only spare capacity).
+const DAY_HEAD: usize = 1024;
+
 /// A market's `current` liquidity day in a form a version renders: the
 /// model's, or its stored text (levels not parsed).
 pub(crate) trait CurrentDay {
@@ -244,6 +248,9 @@ pub(crate) trait CurrentDay {
     fn symbol(&self) -> &str;
     /// Renders it after the last of `items`.
     fn render(&self, items: &mut JsonItems);
+    /// The bytes it renders to, when known without rendering it (0: not
+    /// known).
+    fn rendered_len(&self) -> usize;
     /// Its symbol, taken.
     fn into_symbol(self) -> String;
 }
@@ -254,6 +261,9 @@ impl CurrentDay for LiquidityDay {
     }
     fn render(&self, items: &mut JsonItems) {
         items.push(self);
+    }
+    fn rendered_len(&self) -> usize {
+        0
     }
     fn into_symbol(self) -> String {
         self.network_asset_symbol
@@ -266,6 +276,10 @@ impl CurrentDay for LiquidityDayText {
     }
     fn render(&self, items: &mut JsonItems) {
         items.push_day_text(self);
+    }
+    fn rendered_len(&self) -> usize {
+        // The levels as stored, and the day's head (under a kilobyte).
+        self.levels_json().len() + DAY_HEAD
     }
     fn into_symbol(self) -> String {
         self.into_head().network_asset_symbol
@@ -310,7 +324,8 @@ impl MarketsPart {
                 );
             }
         }
-        let mut current_json = JsonItems::default();
+        let mut current_json =
+            JsonItems::with_capacity(current_days.iter().map(D::rendered_len).sum());
         for d in &current_days {
             d.render(&mut current_json);
         }

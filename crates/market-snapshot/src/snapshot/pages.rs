@@ -52,6 +52,16 @@ pub struct JsonItems {
 }
 
 impl JsonItems {
+    /// No items, with room for `bytes` of them: a version's current days
+    /// copy megabytes of stored levels, which a growing buffer copied again
+    /// at every doubling and faulted in page by page.
+    pub(super) fn with_capacity(bytes: usize) -> JsonItems {
+        JsonItems {
+            bytes: Vec::with_capacity(bytes),
+            starts: Vec::new(),
+        }
+    }
+
     /// Renders `item` after the last one and returns its index.
     pub(super) fn push<T: Serialize>(&mut self, item: &T) -> usize {
         if self.starts.is_empty() {
