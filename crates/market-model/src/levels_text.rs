@@ -149,7 +149,9 @@ fn totals_of(text: &str) -> Option<LiquidityTotals> {
             last = Some((short, bucket.as_str()));
             let sum = &mut sums[usize::from(short)];
             sum.0 = sum.0.checked_add(positions)?;
-            sum.1 += amount.to_decimal();
+            // By reference: bigdecimal's `+=` of an owned value skips a zero
+            // on either side, and with it the larger scale the text keeps.
+            sum.1 += &amount.to_decimal();
             match after(s, ",") {
                 Some(r) => s = r,
                 None => break,
@@ -230,6 +232,14 @@ mod tests {
                 level(Short, "0.05", 3, "2"),
                 level(Short, "100.5", 4_294_967_296, "7.007"),
             ],
+            // Zeros keep their scale in the sums: "1.50", "1.500", "0.00".
+            vec![
+                level(Long, "1", 1, "0.00"),
+                level(Long, "2", 1, "1.5"),
+                level(Short, "1", 1, "1.5"),
+                level(Short, "2", 1, "0.000"),
+            ],
+            vec![level(Long, "1", 1, "0.00")],
         ];
         for levels in cases {
             let day = day(levels);

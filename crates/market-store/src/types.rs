@@ -120,7 +120,7 @@ impl ToSql<Dec, MultiBackend> for DbDecimal {
 
 /// A `TIMESTAMP` column's value, read from SQLite's text by
 /// [`parse_sqlite_time`] (Diesel's parser, which tries format descriptions
-/// one after another, was a twentieth of a server's read of a publish's
+/// one after another, was about 4 % of a server's read of a publish's
 /// changed wallet rows); written, and read on PostgreSQL, as Diesel does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, AsExpression, FromSqlRow)]
 #[diesel(sql_type = Timestamp)]
@@ -131,7 +131,7 @@ impl FromSql<Timestamp, Sqlite> for DbTime {
         if let Some(t) = parse_sqlite_time(value.read_text()) {
             return Ok(DbTime(t));
         }
-        // Any other form SQLite's date functions take (a row edited by hand).
+        // Any other form Diesel's parser takes (a row edited by hand).
         <PrimitiveDateTime as FromSql<Timestamp, Sqlite>>::from_sql(value).map(DbTime)
     }
 }

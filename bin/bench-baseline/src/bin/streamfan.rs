@@ -264,7 +264,7 @@ async fn client(
     (scan, raw)
 }
 
-/// A gzip stream's reads, kept as they came (when, and where in `bytes`)
+/// A gzip stream's reads, kept as they came (when, and the bytes read)
 /// and inflated once every client has stopped: 10,000 clients inflating on
 /// the tool's one thread, on the machine the server runs on, would measure
 /// the tool (and delay the reads of the clients still open). A client on a

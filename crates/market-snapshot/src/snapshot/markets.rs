@@ -238,7 +238,8 @@ pub(super) struct Rendered {
 }
 
 /// Room for a day's fields besides its levels when rendered (about 300
-/// bytes; more is only spare capacity).
+/// bytes): the rest, about 700 bytes a market, stays spare for the
+/// version's life, nothing beside megabytes of levels.
 const DAY_HEAD: usize = 1024;
 
 /// A market's `current` liquidity day in a form a version renders: the

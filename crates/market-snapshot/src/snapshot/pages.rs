@@ -54,7 +54,7 @@ pub struct JsonItems {
 impl JsonItems {
     /// No items, with room for `bytes` of them: a version's current days
     /// copy megabytes of stored levels, which a growing buffer copied again
-    /// at every doubling and faulted in page by page.
+    /// at every doubling (into fresh pages each time).
     pub(super) fn with_capacity(bytes: usize) -> JsonItems {
         JsonItems {
             bytes: Vec::with_capacity(bytes),
