@@ -68,6 +68,11 @@ print(f"| {minute} | {registry} | {wallets} / {positions} | {changed}, {wall}, {
 PY
 done
 echo "track peak RSS: $(rss $TRACK VmHWM) MB; serve peak RSS: $(rss $SERVER VmHWM) MB" >&2
+# All of `track`'s CPU (its checkpoints' thread and every other one too),
+# and the size its write-ahead log reached: what the publishes' own CPU
+# leaves out.
+awk -v hz="$(getconf CLK_TCK)" '{printf "track CPU, all threads: user %d ms, system %d ms\n", $14 * 1000 / hz, $15 * 1000 / hz}' "/proc/$TRACK/stat" >&2
+echo "write-ahead log: $(( $(stat -c %s "$DB-wal" 2> /dev/null || echo 0) / 1000000 )) MB" >&2
 # Every publish of the run, not only each minute's last: what two builds'
 # runs compare, since one publish's CPU follows how many wallets it carries.
 python3 - "$WORK/track.log" <<'PY' >&2

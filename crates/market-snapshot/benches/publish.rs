@@ -15,8 +15,10 @@
 //!   closing the changed wallets' rows, history and events, pruning the
 //!   version before the previous one, and what `track` writes beside them
 //!   for each wallet it read: its scan state, its followed positions and
-//!   its registry entry), the same changes published again and again on the
-//!   latest version.
+//!   its registry entry, upserted into a registry of a million entries and
+//!   the scan states of every served wallet, as an own node's), the same
+//!   changes published again and again on the latest version, and other
+//!   wallets' changes in turn.
 
 mod common;
 
@@ -117,6 +119,9 @@ type Publish = (
 /// The sets of changed wallets the rotating write cycles through.
 const ROTATIONS: usize = 8;
 
+/// Registry entries stored before the publishes: an own node's million.
+const REGISTRY: usize = 1_000_000;
+
 fn publish(c: &mut Criterion) {
     let changed = changed();
     let m = common::demo_version(300_000);
@@ -174,10 +179,29 @@ fn publish(c: &mut Criterion) {
             )
             .unwrap()
     };
+    // The own node's tables beside the rows, at their size: a registry of
+    // a million wallets (the 300,000 served and 700,000 unserved), and a
+    // scan state with its followed positions (about 1.2M) for every served
+    // wallet, so that each publish's upserts land at random places of
+    // tables as large as `track`'s. They are written by a publish that
+    // changes no wallet; the publishes measured start from it.
+    let mut all = common::one_usd_more(&m, 1, m.wallets.len());
+    let (states, tracked, mut registry) = beside(&all);
+    registry.extend((0..REGISTRY.saturating_sub(registry.len())).map(|i| {
+        RegistryEntry::new(
+            format!("0x{:040x}", 0xfeed_0000 + i),
+            DiscoverySource::List,
+            all.observed_at,
+        )
+    }));
+    store.save_registry(&registry).unwrap();
+    all.wallets = Vec::new();
+    all.positions = Vec::new();
+    let base = publish_of(first, &(all, (states, tracked, Vec::new())));
     let fixed = (changes, beside_of);
     let publish = |base_version: i64| publish_of(base_version, &fixed);
     let changes = &fixed.0;
-    publish(first);
+    publish(base);
     let meta = store.latest_snapshot().unwrap().unwrap();
     eprintln!(
         "dataset: {wallet_count} wallets, {position_count} positions, {} current levels; {} changed with {} positions",
@@ -185,10 +209,10 @@ fn publish(c: &mut Criterion) {
         changes.wallets.len(),
         changes.positions.len()
     );
-    let served = Snapshot::build(first, m);
+    let served = Snapshot::build(base, m);
     let read = || {
         store
-            .load_changes_for_serving(first, &meta, usize::MAX, RenderedPosition::from_text)
+            .load_changes_for_serving(base, &meta, usize::MAX, RenderedPosition::from_text)
             .unwrap()
             .expect("the publish reads as changes")
     };
