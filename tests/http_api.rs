@@ -2,6 +2,7 @@
 
 mod allocator;
 mod client;
+mod compact;
 mod error_contract;
 mod history;
 mod metrics;

@@ -42,7 +42,7 @@ fn wait_for_log(log: &Path, text: &str, times: usize) -> String {
 }
 
 /// Every page of [`PAGES`], and the detail of the first wallets listed.
-async fn answers(addr: &str, token: &str) -> Vec<String> {
+pub(crate) async fn answers(addr: &str, token: &str) -> Vec<String> {
     let client = reqwest::Client::new();
     let get = |path: String| {
         let req = client
@@ -68,7 +68,7 @@ async fn answers(addr: &str, token: &str) -> Vec<String> {
 
 /// SIGTERM once the server answers (its signal handlers are installed
 /// then), and its exit.
-async fn stop(mut server: Server) {
+pub(crate) async fn stop(mut server: Server) {
     let health = format!("http://{}/healthz", server.addr);
     let answered = reqwest::get(&health).await.unwrap();
     assert_eq!(answered.status(), 200);

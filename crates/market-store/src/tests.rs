@@ -312,6 +312,148 @@ fn snapshot_round_trips_exactly() {
     }
 }
 
+/// A pragma's number, read on a connection of its own to `path`.
+fn sqlite_pragma(path: &std::path::Path, pragma: &str) -> i64 {
+    use diesel::Connection;
+    let mut c = diesel::SqliteConnection::establish(path.to_str().unwrap()).unwrap();
+    connection::pragma_value(&mut c, pragma).unwrap()
+}
+
+/// `PRAGMA wal_autocheckpoint` of a pooled connection of `store` (it has
+/// no table-valued form).
+fn autocheckpoint_pages(store: &Store) -> i64 {
+    use diesel::RunQueryDsl;
+    #[derive(diesel::QueryableByName)]
+    struct Pages {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        wal_autocheckpoint: i64,
+    }
+    let mut conn = store.conn().unwrap();
+    let DbConnection::Sqlite(c) = &mut *conn else {
+        unreachable!("an SQLite path")
+    };
+    diesel::sql_query("PRAGMA wal_autocheckpoint")
+        .get_result::<Pages>(c)
+        .unwrap()
+        .wal_autocheckpoint
+}
+
+/// A new file is made with the store's page size, and its connections
+/// checkpoint past as many bytes of log as with 4 KB pages, in either
+/// checkpoint mode.
+#[test]
+fn a_new_file_takes_the_store_page_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    let store = migrated(path.to_str().unwrap());
+    write_dataset(&store);
+    assert_eq!(sqlite_pragma(&path, "page_size"), connection::PAGE_SIZE);
+    assert_eq!(autocheckpoint_pages(&store), 125);
+    let separate = PoolOptions {
+        checkpoint: Checkpoint::Separate,
+        ..PoolOptions::default()
+    };
+    let store = Store::open(path.to_str().unwrap(), separate).unwrap();
+    assert_eq!(autocheckpoint_pages(&store), 12_500);
+}
+
+/// A file made with SQLite's 4 KB pages (before the store's page size
+/// changed) keeps them when opened, is refused by `compact` while a store
+/// has it open, and is rewritten at the store's page size by `compact`
+/// once alone, every row read back as before.
+#[test]
+fn compact_rewrites_an_older_file_at_the_page_size_with_its_rows() {
+    use diesel::connection::SimpleConnection;
+    use diesel::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let url = path.to_str().unwrap();
+    diesel::SqliteConnection::establish(url)
+        .unwrap()
+        .batch_execute("PRAGMA page_size = 4096; PRAGMA journal_mode = WAL;")
+        .unwrap();
+    let read_back = |store: &Store| {
+        let meta = store.latest_snapshot().unwrap().unwrap();
+        let v = store.load_snapshot(&meta).unwrap().version;
+        let registry = store.registry().unwrap();
+        (
+            meta,
+            v.markets,
+            v.wallets,
+            v.positions,
+            v.current_days,
+            registry,
+        )
+    };
+    let store = migrated(url);
+    write_dataset(&store);
+    let mut entry = RegistryEntry::new(
+        "0xaa".into(),
+        DiscoverySource::List,
+        datetime!(2026-11-22 01:02:03 UTC),
+    );
+    entry.account_value = Some(d("1234.5670"));
+    store.save_registry(&[entry]).unwrap();
+    let before = read_back(&store);
+    assert_eq!(
+        sqlite_pragma(&path, "page_size"),
+        4096,
+        "an existing file keeps its pages"
+    );
+    assert_eq!(autocheckpoint_pages(&store), 1_000, "4 MB of its pages");
+    let refused = compact_sqlite_file(url).unwrap_err();
+    assert!(matches!(refused, CompactError::InUse), "{refused}");
+    assert_eq!(sqlite_pragma(&path, "page_size"), 4096);
+    assert_eq!(
+        read_back(&store),
+        before,
+        "a refused compaction changes nothing"
+    );
+    drop(store);
+
+    // The pool may still be closing a connection it was opening.
+    let done = (0..50)
+        .find_map(|_| match compact_sqlite_file(url) {
+            Err(CompactError::InUse) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                None
+            }
+            other => Some(other),
+        })
+        .expect("the file is free once the store is dropped")
+        .unwrap();
+    assert_eq!(
+        (done.page_size_before, done.page_size_after),
+        (4096, connection::PAGE_SIZE)
+    );
+    assert!(done.bytes_before > 0 && done.bytes_after > 0, "{done:?}");
+    assert_eq!(sqlite_pragma(&path, "page_size"), connection::PAGE_SIZE);
+    let store = Store::open(url, PoolOptions::default()).unwrap();
+    assert_eq!(store.migrate().unwrap(), 0, "the schema came along");
+    assert_eq!(read_back(&store), before);
+    assert_eq!(autocheckpoint_pages(&store), 125);
+    let mut conn = store.conn().unwrap();
+    let DbConnection::Sqlite(c) = &mut *conn else {
+        unreachable!("an SQLite path")
+    };
+    #[derive(diesel::QueryableByName, Debug)]
+    struct Mode {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        journal_mode: String,
+    }
+    use diesel::RunQueryDsl;
+    let mode = diesel::sql_query("PRAGMA journal_mode")
+        .get_result::<Mode>(c)
+        .unwrap();
+    assert_eq!(mode.journal_mode, "wal");
+
+    let missing = compact_sqlite_file(dir.path().join("none.db").to_str().unwrap()).unwrap_err();
+    assert!(matches!(missing, CompactError::NoFile(_)), "{missing}");
+    assert!(!dir.path().join("none.db").exists(), "no file is made");
+    let pg = compact_sqlite_file("postgres://localhost/x").unwrap_err();
+    assert!(matches!(pg, CompactError::Postgres), "{pg}");
+}
+
 /// A wallet row's instant is read by a parser of Diesel's text alone; any
 /// other form SQLite stores (a row edited by hand) reads as Diesel reads it,
 /// and a text that is no instant is an error, not a panic.
@@ -1927,8 +2069,8 @@ fn current_levels_read_as_text_render_as_the_parsed_day() {
 
 /// With `Checkpoint::Separate` a commit leaves its pages in the
 /// write-ahead log, and `Store::checkpoint` copies them into the database
-/// file; with the default the commit that takes the log past 1,000 pages
-/// copies them itself.
+/// file; with the default the commit that takes the log past 4 MB copies
+/// them itself.
 #[test]
 fn a_separate_checkpoint_leaves_commits_in_the_log_until_asked() {
     use diesel::connection::SimpleConnection;
@@ -1945,7 +2087,7 @@ fn a_separate_checkpoint_leaves_commits_in_the_log_until_asked() {
         store.checkpoint().unwrap();
         let file = || std::fs::metadata(&path).unwrap().len();
         let before = file();
-        // About 2,000 pages in one commit.
+        // About 8 MB in one commit.
         store
             .conn()
             .unwrap()

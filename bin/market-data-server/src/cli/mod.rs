@@ -34,6 +34,12 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run pending database migrations.
     Migrate(DbArgs),
+    /// Rewrite an SQLite file whole with the store's page size (32 KB;
+    /// files made before 2026-11-30 keep 4 KB pages until compacted) and
+    /// give the space that pruning freed back to the file system. Stop
+    /// every other process on the file first; it needs free disk up to
+    /// twice the file's size (docs/operations.md).
+    Compact(DbArgs),
     /// Replace the data with the deterministic demo dataset (tokens are kept).
     SeedDemo(SeedDemoArgs),
     /// Manage API tokens.
@@ -61,6 +67,16 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let store = Store::open(&db.database_url, PoolOptions::default())?;
             let ran = store.migrate()?;
             println!("applied {ran} migration(s)");
+        }
+        Command::Compact(db) => {
+            let done = market_store::compact_sqlite_file(&db.database_url)?;
+            println!(
+                "compacted: pages of {} bytes (were {}), {} MB (were {} MB)",
+                done.page_size_after,
+                done.page_size_before,
+                done.bytes_after / 1_000_000,
+                done.bytes_before / 1_000_000
+            );
         }
         Command::SeedDemo(args) => ingest::seed_demo(args)?,
         Command::Serve(args) => serve::serve(&args)?,
