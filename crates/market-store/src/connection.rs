@@ -115,8 +115,10 @@ impl ConnectionManager {
 /// scan state and registry entry); what each touched page costs (finding it,
 /// fetching it, logging it, checking it) weighs more than its bytes, and
 /// 32 KB pages take fewer of them. The store's part of a publish of 7,000
-/// changed wallets took 0.73–0.79× of its time with 4 KB pages
-/// (docs/performance.md). A file keeps the page size it was created with;
+/// changed wallets took 0.67–0.89× of its time with 4 KB pages in the
+/// publish benchmark, and `track`'s publishes 0.91–0.94× of their CPU
+/// (docs/performance.md); each page a publish touches is logged whole, so
+/// the write-ahead log grows about twice as large. A file keeps the page size it was created with;
 /// `market-data-server compact` rewrites one at this size.
 pub const PAGE_SIZE: i64 = 32_768;
 
