@@ -104,9 +104,8 @@ pub fn compact_sqlite_file(url: &str) -> Result<Compacted, CompactError> {
     // the file open, and exclusive locking keeps the file this
     // connection's alone from then on.
     conn.batch_execute("PRAGMA locking_mode = EXCLUSIVE;")?;
-    match journal_mode(&mut conn, "DELETE").map_err(CompactError::busy_is_in_use)? {
-        mode if mode == "wal" => return Err(CompactError::InUse),
-        _ => {}
+    if journal_mode(&mut conn, "DELETE").map_err(CompactError::busy_is_in_use)? == "wal" {
+        return Err(CompactError::InUse);
     }
     conn.batch_execute(&format!("PRAGMA page_size = {PAGE_SIZE}; VACUUM;"))
         .map_err(|e| CompactError::from(e).busy_is_in_use())?;
