@@ -52,7 +52,7 @@ rss=$(awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$pid/status")
 hwm=$(awk '/VmHWM/ {print int($2 / 1024)}' "/proc/$pid/status")
 if [ "$AT" = end ]; then kill -KILL "$pid"; else kill -TERM "$pid"; fi
 wait "$HEAPTRACK" || true
-registry=$(sqlite3 "$DB" 'select count(*) from wallet_registry' 2> /dev/null || echo '?')
+registry=$(sqlite3 "$DB" 'select count(*) from (select address from wallet_registry union select address from wallet_registry_journal)' 2> /dev/null || echo '?')
 served=$(sqlite3 "$DB" 'select wallet_count, position_count from snapshots order by version desc limit 1' 2> /dev/null || echo '?')
 echo "after $MINUTES min: RSS $rss MB (peak $hwm MB, heaptrack's own overhead included); registry $registry entries; served wallets|positions $served"
 KEEP=${KEEP:-/tmp/track-heap}

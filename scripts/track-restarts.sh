@@ -47,7 +47,12 @@ with open(out, "w") as f:
     while time.time() - start < minutes * 60:
         whales = set(json.load(urllib.request.urlopen(whales_url)))
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
-        rows = con.execute("SELECT address, last_read_at FROM wallet_registry").fetchall()
+        # The registry's journal (the entries saved since its last merge)
+        # laid over its table, a later row of an address over an earlier one.
+        rows = dict(con.execute("SELECT address, last_read_at FROM wallet_registry"))
+        rows.update(con.execute(
+            "SELECT address, last_read_at FROM wallet_registry_journal ORDER BY seq"))
+        rows = rows.items()
         con.close()
         now = datetime.now(timezone.utc)
         ages, unread = {}, 0

@@ -17,7 +17,7 @@ use diesel::{QueryResult, RunQueryDsl, SqliteConnection};
 /// A one-row insert Diesel built, made an upsert by `on_conflict` (a
 /// clause with no binds: the columns' `excluded` values), and cached under
 /// `Key`, a type declared for the one place that builds it (see
-/// `crate::upsert_chunked`): there its text depends on nothing but types
+/// `crate::history`): there its text depends on nothing but types
 /// (the rows' `None`s bind NULL).
 ///
 /// Diesel's own `on_conflict(..).do_update()` marks the statement unsafe

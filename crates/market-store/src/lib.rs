@@ -10,6 +10,7 @@ pub mod event_stream;
 mod followed;
 mod held;
 pub mod history;
+mod journal;
 pub mod notify;
 mod read;
 pub mod registry;
@@ -34,6 +35,7 @@ pub use connection::{BackendKind, ConnectionManager, DbConnection};
 pub use convert::StoredDay;
 pub use event_stream::{EventBounds, SequencedEvent};
 pub use history::{Bucket, EventFilter, HistoryWrite, Retention, Series, StoredEvent};
+pub use journal::MERGE_AT as JOURNAL_MERGE_AT;
 pub use notify::VersionListener;
 pub use read::{LoadedSnapshot, SnapshotMeta};
 pub use registry::{RegistryEntry, Source as DiscoverySource};
@@ -220,33 +222,6 @@ pub(crate) const MAX_BINDS: usize = 30_000;
 /// Addresses per `IN (…)` list.
 pub(crate) const ADDRESS_CHUNK: usize = 500;
 
-/// Reads a table `page` rows at a time by its text key (keyset paging, so a
-/// million rows are never held whole), handing each row, converted, to `f`.
-/// `load(after, limit)` reads the next rows after the key `after` (from the
-/// start when `None`), in key order. Returns how many rows were read.
-pub(crate) fn each_by_key<R, T>(
-    page: usize,
-    mut load: impl FnMut(Option<&str>, i64) -> Result<Vec<R>, StoreError>,
-    key: impl Fn(&R) -> &str,
-    convert: impl Fn(R) -> Result<T, StoreError>,
-    mut f: impl FnMut(T),
-) -> Result<usize, StoreError> {
-    let limit = i64::try_from(page.max(1)).unwrap_or(i64::MAX);
-    let mut after: Option<String> = None;
-    let mut count = 0;
-    loop {
-        let rows = load(after.as_deref(), limit)?;
-        let Some(last) = rows.last() else {
-            return Ok(count);
-        };
-        after = Some(key(last).to_owned());
-        for r in rows {
-            f(convert(r)?);
-            count += 1;
-        }
-    }
-}
-
 /// The number of columns of a table, read from its schema: the length of
 /// the column tuple `table!` declares, so no batch size is counted by hand.
 pub(crate) trait ColumnCount {
@@ -314,62 +289,6 @@ macro_rules! insert_chunked {
     }};
 }
 pub(crate) use insert_chunked;
-
-/// Inserts `rows` into `$table` (a `table!` module), each replacing the
-/// stored row of its `$key` in place with its values of the listed
-/// columns, which must be every other column of the table (checked when it
-/// compiles): batched as [`insert_chunked`] batches (a chunk must not hold
-/// one key twice), and on SQLite on one statement cached by a type of this
-/// place's own (see [`cached::Upsert`]). An update in place leaves the
-/// key's index entry alone, where deleting the row and inserting it again
-/// rewrote both.
-macro_rules! upsert_chunked {
-    ($conn:expr, $table:ident, $key:ident, [$first:ident $(, $col:ident)* $(,)?], $rows:expr, $stage:expr, $progress:expr) => {{
-        // This place's statement: its text depends on its types only.
-        struct ThisUpsert;
-        const ON_CONFLICT: &str = concat!(
-            " ON CONFLICT (", stringify!($key), ") DO UPDATE SET ",
-            stringify!($first), " = excluded.", stringify!($first),
-            $(", ", stringify!($col), " = excluded.", stringify!($col),)*
-        );
-        const _: () = assert!(
-            2 + [$(stringify!($col)),*].len() == $crate::columns_of::<$table::table>(),
-            "an upsert sets every column but its key"
-        );
-        let rows = $rows;
-        let total = rows.len();
-        let mut done = 0usize;
-        let per_chunk = (MAX_BINDS / $crate::columns_of::<$table::table>()).max(1);
-        for chunk in rows.chunks(per_chunk) {
-            match &mut *$conn {
-                DbConnection::Sqlite(c) => {
-                    for row in chunk {
-                        $crate::cached::Upsert::<ThisUpsert, _>::new(
-                            diesel::insert_into($table::table).values(row),
-                            ON_CONFLICT,
-                        )
-                        .execute(c)?;
-                    }
-                }
-                DbConnection::Postgresql(c) => {
-                    use diesel::upsert::excluded;
-                    diesel::insert_into($table::table)
-                        .values(chunk)
-                        .on_conflict($table::$key)
-                        .do_update()
-                        .set((
-                            $table::$first.eq(excluded($table::$first)),
-                            $($table::$col.eq(excluded($table::$col)),)*
-                        ))
-                        .execute(c)?;
-                }
-            };
-            done += chunk.len();
-            $progress($stage, done, total);
-        }
-    }};
-}
-pub(crate) use upsert_chunked;
 
 /// The repository: a pool over SQLite or PostgreSQL and every query the service runs.
 #[derive(Clone)]

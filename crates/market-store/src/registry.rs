@@ -1,15 +1,17 @@
 //! The wallet registry of `track`: every wallet it discovered, with what
 //! schedules its reads. Saved on its own and with each publish
-//! ([`crate::Store::publish`]).
+//! ([`crate::Store::publish`]), appended to a journal that is merged into
+//! the table in bulk (`journal.rs`).
 
 use diesel::prelude::*;
 use market_model::Decimal;
 use time::OffsetDateTime;
 
+use crate::journal::{each_merged, latest_of, AsAddress};
 use crate::rows::{from_db_time, to_db_time, RegistryRow};
-use crate::schema::wallet_registry;
+use crate::schema::{wallet_registry, wallet_registry_journal};
 use crate::types::DbDecimal;
-use crate::{each_by_key, upsert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
+use crate::{insert_chunked, DbConnection, Store, StoreError, MAX_BINDS};
 
 /// Where a registry entry was found (bits of [`RegistryEntry::sources`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,22 +145,23 @@ impl RegistryEntry {
 impl Store {
     /// Every registry entry, by address.
     pub fn registry(&self) -> Result<Vec<RegistryEntry>, StoreError> {
-        let mut conn = self.conn()?;
-        let rows: Vec<RegistryRow> = wallet_registry::table
-            .order(wallet_registry::address)
-            .load(&mut *conn)?;
-        rows.into_iter().map(RegistryEntry::from_row).collect()
+        let mut entries = Vec::new();
+        self.each_registry_entry(REGISTRY_PAGE, |e| entries.push(e))?;
+        Ok(entries)
     }
 
     /// Every registry entry, by address, handed to `f` one at a time and
     /// read `page` rows at a time: a registry of a million wallets is never
-    /// held whole (as full entries it takes about a GB). Returns how many.
+    /// held whole (as full entries it takes about a GB). Entries saved
+    /// since the journal's last merge are read from it (see `journal.rs`).
+    /// Returns how many.
     pub fn each_registry_entry(
         &self,
         page: usize,
         f: impl FnMut(RegistryEntry),
     ) -> Result<usize, StoreError> {
         let mut conn = self.conn()?;
+        let journal = latest_in_journal(&mut conn)?;
         let load = |after: Option<&str>, limit| {
             let mut query = wallet_registry::table
                 .order(wallet_registry::address)
@@ -169,27 +172,43 @@ impl Store {
             }
             Ok(query.load::<RegistryRow>(&mut *conn)?)
         };
-        each_by_key(page, load, |r| &r.address, RegistryEntry::from_row, f)
+        each_merged(page, load, journal, RegistryEntry::from_row, f)
     }
 
     /// How many wallets the registry holds.
     pub fn registry_len(&self) -> Result<i64, StoreError> {
+        use wallet_registry_journal as j;
         let mut conn = self.conn()?;
-        Ok(wallet_registry::table.count().get_result(&mut *conn)?)
+        let stored: i64 = wallet_registry::table.count().get_result(&mut *conn)?;
+        let mut new: Vec<String> = j::table
+            .filter(diesel::dsl::not(diesel::dsl::exists(
+                wallet_registry::table.filter(wallet_registry::address.eq(j::address)),
+            )))
+            .select(j::address)
+            .load(&mut *conn)?;
+        new.sort_unstable();
+        new.dedup();
+        Ok(stored + new.len() as i64)
     }
 
-    /// Inserts or replaces registry entries, in one transaction.
+    /// Saves registry entries (each replaces the saved entry of its
+    /// address), in one transaction.
     pub fn save_registry(&self, entries: &[RegistryEntry]) -> Result<(), StoreError> {
         if entries.is_empty() {
             return Ok(());
         }
         let mut pooled = self.conn()?;
         let conn: &mut DbConnection = &mut pooled;
-        conn.transaction(|conn| upsert_registry(conn, entries))
+        conn.transaction(|conn| append_registry(conn, entries))
     }
 }
 
-pub(crate) fn upsert_registry(
+/// Rows a page of [`Store::registry`] reads.
+const REGISTRY_PAGE: usize = 25_000;
+
+/// Appends `entries` to the registry's journal: each replaces the saved
+/// entry of its address (one write must not hold an address twice).
+pub(crate) fn append_registry(
     conn: &mut DbConnection,
     entries: &[RegistryEntry],
 ) -> Result<(), StoreError> {
@@ -198,27 +217,42 @@ pub(crate) fn upsert_registry(
         "registry entries",
     )?;
     let rows: Vec<RegistryRow> = entries.iter().map(RegistryEntry::row).collect();
-    upsert_chunked!(
+    insert_chunked!(
         conn,
-        wallet_registry,
-        address,
-        [
-            sources,
-            first_seen_at,
-            leaderboard_value,
-            account_value,
-            position_value,
-            last_trade_at,
-            traded_notional,
-            dexes,
-            last_read_at,
-            last_sweep_at,
-            empty_reads,
-            failed_reads,
-        ],
+        wallet_registry_journal::table,
         &rows,
         "registry",
         &mut |_, _, _| {}
     );
     Ok(())
+}
+
+/// The journal's latest entry of each address, by address.
+fn latest_in_journal(conn: &mut DbConnection) -> Result<Vec<RegistryRow>, StoreError> {
+    use wallet_registry_journal as j;
+    let rows: Vec<RegistryRow> = j::table
+        .order(j::seq.desc())
+        .select((
+            j::address,
+            j::sources,
+            j::first_seen_at,
+            j::leaderboard_value,
+            j::account_value,
+            j::position_value,
+            j::last_trade_at,
+            j::traded_notional,
+            j::dexes,
+            j::last_read_at,
+            j::last_sweep_at,
+            j::empty_reads,
+            j::failed_reads,
+        ))
+        .load(conn)?;
+    Ok(latest_of(rows))
+}
+
+impl AsAddress for RegistryRow {
+    fn address(&self) -> &str {
+        &self.address
+    }
 }

@@ -132,9 +132,10 @@ pub struct NewToken<'a> {
     pub rate_limit_per_minute: Option<i32>,
 }
 
-/// A wallet's scanner state with its followed positions (see `followed.rs`).
+/// A wallet's scanner state with its followed positions (see `followed.rs`),
+/// as it is appended to the states' journal (`journal.rs`).
 #[derive(Insertable)]
-#[diesel(table_name = scanned_wallets, treat_none_as_default_value = false)]
+#[diesel(table_name = scanned_wallets_journal, treat_none_as_default_value = false)]
 pub struct NewState<'a> {
     pub address: &'a str,
     pub missed_scans: i32,
@@ -152,8 +153,10 @@ pub struct NewState<'a> {
     pub followed: &'a str,
 }
 
+/// A registry entry: appended to the registry's journal (`journal.rs`),
+/// read from it and from `wallet_registry` (the same columns but `seq`).
 #[derive(Insertable, Queryable)]
-#[diesel(table_name = wallet_registry, treat_none_as_default_value = false)]
+#[diesel(table_name = wallet_registry_journal, treat_none_as_default_value = false)]
 pub struct RegistryRow {
     pub address: String,
     pub sources: i32,

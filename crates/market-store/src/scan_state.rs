@@ -8,12 +8,33 @@ use diesel::prelude::*;
 use market_model::{Decimal, Direction, Interval};
 use time::OffsetDateTime;
 
+use crate::journal::{each_merged, latest_of, AsAddress};
 use crate::rows::{from_db_time, to_db_time, NewState};
-use crate::schema::{candles, scanned_wallets};
+use crate::schema::{candles, scanned_wallets, scanned_wallets_journal};
 use crate::types::DbDecimal;
 use crate::MAX_BINDS;
-use crate::{each_by_key, followed, upsert_chunked, DbConnection, Progress, Store, StoreError};
+use crate::{followed, insert_chunked, DbConnection, Progress, Store, StoreError};
 
+/// The columns of [`StateRow`], from the states' journal.
+macro_rules! journal_state_columns {
+    () => {
+        (
+            scanned_wallets_journal::address,
+            scanned_wallets_journal::missed_scans,
+            scanned_wallets_journal::last_seen_at,
+            scanned_wallets_journal::first_seen_at,
+            scanned_wallets_journal::first_account_value,
+            scanned_wallets_journal::realized_pnl,
+            scanned_wallets_journal::closed_count,
+            scanned_wallets_journal::win_count,
+            scanned_wallets_journal::held_scalper,
+            scanned_wallets_journal::held_day,
+            scanned_wallets_journal::held_swing,
+            scanned_wallets_journal::held_position,
+            scanned_wallets_journal::read_dexes,
+        )
+    };
+}
 /// Scanner state of one wallet: staleness and the history behind its analytics.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct WalletScanState {
@@ -76,10 +97,13 @@ impl Store {
     /// The scanner state of every wallet, by address.
     pub fn wallet_scan_states(&self) -> Result<HashMap<String, WalletScanState>, StoreError> {
         let mut conn = self.conn()?;
+        let journal = latest_states_in_journal(&mut conn)?;
         let rows: Vec<StateRow> = scanned_wallets::table
             .select(StateRow::as_select())
             .load(&mut *conn)?;
+        // The journal's rows are later than the table's.
         rows.into_iter()
+            .chain(journal)
             .map(|r| Ok((r.address.clone(), state_of_row(r)?)))
             .collect()
     }
@@ -94,12 +118,23 @@ impl Store {
         // No `.first()`: the bundled SQLite (3.53) takes a bound LIMIT's value into
         // the plan, so each new binding expires the cached statement and
         // every call parsed and planned it again (a sixth of `track`'s CPU
-        // at a cold start of a million wallets). The address is unique.
-        let row: Option<(StateRow, String)> = scanned_wallets::table
-            .filter(scanned_wallets::address.eq(address))
-            .select((StateRow::as_select(), scanned_wallets::followed))
-            .load(&mut *conn)?
-            .pop();
+        // at a cold start of a million wallets). The address is unique in
+        // the table, and in the journal once a write.
+        use scanned_wallets_journal as j;
+        let journaled: Option<(i64, (StateRow, String))> = j::table
+            .filter(j::address.eq(address))
+            .select((j::seq, (journal_state_columns!(), j::followed)))
+            .load::<(i64, (StateRow, String))>(&mut *conn)?
+            .into_iter()
+            .max_by_key(|(seq, _)| *seq);
+        let row = match journaled {
+            Some((_, row)) => Some(row),
+            None => scanned_wallets::table
+                .filter(scanned_wallets::address.eq(address))
+                .select((StateRow::as_select(), scanned_wallets::followed))
+                .load(&mut *conn)?
+                .pop(),
+        };
         let Some((row, column)) = row else {
             return Ok(None);
         };
@@ -116,6 +151,7 @@ impl Store {
         f: impl FnMut(WalletScanState),
     ) -> Result<usize, StoreError> {
         let mut conn = self.conn()?;
+        let journal = latest_states_in_journal(&mut conn)?;
         let load = |after: Option<&str>, limit| {
             let mut query = scanned_wallets::table
                 .select(StateRow::as_select())
@@ -127,19 +163,29 @@ impl Store {
             }
             Ok(query.load::<StateRow>(&mut *conn)?)
         };
-        each_by_key(page, load, |r| &r.address, state_of_row, f)
+        each_merged(page, load, journal, state_of_row, f)
     }
 
     /// Open positions being followed, by wallet (the wallets that have
     /// some), each wallet's in symbol order.
     pub fn tracked_positions(&self) -> Result<HashMap<String, Vec<TrackedPosition>>, StoreError> {
+        use scanned_wallets_journal as j;
         let mut conn = self.conn()?;
-        let rows: Vec<(String, String)> = scanned_wallets::table
+        let mut columns: HashMap<String, String> = scanned_wallets::table
             .filter(scanned_wallets::followed.ne(NONE_FOLLOWED))
             .select((scanned_wallets::address, scanned_wallets::followed))
+            .load::<(String, String)>(&mut *conn)?
+            .into_iter()
+            .collect();
+        // A journaled state replaces the table's (following nothing
+        // included), and a later one an earlier one.
+        let journal: Vec<(String, String)> = j::table
+            .order(j::seq)
+            .select((j::address, j::followed))
             .load(&mut *conn)?;
-        let mut out = HashMap::with_capacity(rows.len());
-        for (address, column) in rows {
+        columns.extend(journal);
+        let mut out = HashMap::with_capacity(columns.len());
+        for (address, column) in columns {
             let tracked = followed::decode(&address, &column)?;
             if !tracked.is_empty() {
                 out.insert(address, tracked);
@@ -149,13 +195,29 @@ impl Store {
     }
 }
 
+/// The journal's latest state of each address, by address.
+fn latest_states_in_journal(conn: &mut DbConnection) -> Result<Vec<StateRow>, StoreError> {
+    use scanned_wallets_journal as j;
+    let rows: Vec<StateRow> = j::table
+        .order(j::seq.desc())
+        .select(journal_state_columns!())
+        .load(conn)?;
+    Ok(latest_of(rows))
+}
+
+impl AsAddress for StateRow {
+    fn address(&self) -> &str {
+        &self.address
+    }
+}
+
 /// The `followed` column of a wallet that follows no position.
 const NONE_FOLLOWED: &str = "[]";
 
 /// Writes scanner states, each with its wallet's followed positions of
 /// `tracked` (every one of them belongs to a wallet of `wallet_states`),
-/// replacing the stored state of its wallet in place (the states of other
-/// wallets are kept).
+/// each replacing the stored state of its wallet (the states of other
+/// wallets are kept): appended to the states' journal (`journal.rs`).
 pub(crate) fn write_wallet_states(
     conn: &mut DbConnection,
     wallet_states: &[WalletScanState],
@@ -210,25 +272,9 @@ pub(crate) fn write_wallet_states(
             positions[0].symbol
         )));
     }
-    upsert_chunked!(
+    insert_chunked!(
         conn,
-        scanned_wallets,
-        address,
-        [
-            missed_scans,
-            last_seen_at,
-            first_seen_at,
-            first_account_value,
-            realized_pnl,
-            closed_count,
-            win_count,
-            held_scalper,
-            held_day,
-            held_swing,
-            held_position,
-            read_dexes,
-            followed,
-        ],
+        scanned_wallets_journal::table,
         &rows,
         "wallet states",
         progress

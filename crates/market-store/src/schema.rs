@@ -180,6 +180,51 @@ diesel::table! {
 
 diesel::table! {
     use diesel::sql_types::*;
+    use crate::types::Dec;
+    /// Registry entries appended, merged into `wallet_registry` in bulk (`journal.rs`).
+    wallet_registry_journal (seq) {
+        seq -> BigInt,
+        address -> Text,
+        sources -> Integer,
+        first_seen_at -> Timestamp,
+        leaderboard_value -> Nullable<Dec>,
+        account_value -> Nullable<Dec>,
+        position_value -> Nullable<Dec>,
+        last_trade_at -> Nullable<Timestamp>,
+        traded_notional -> Dec,
+        dexes -> Text,
+        last_read_at -> Nullable<Timestamp>,
+        last_sweep_at -> Nullable<Timestamp>,
+        empty_reads -> Integer,
+        failed_reads -> Integer,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::Dec;
+    /// Scan states appended, merged into `scanned_wallets` in bulk (`journal.rs`).
+    scanned_wallets_journal (seq) {
+        seq -> BigInt,
+        address -> Text,
+        missed_scans -> Integer,
+        last_seen_at -> Nullable<Timestamp>,
+        first_seen_at -> Nullable<Timestamp>,
+        first_account_value -> Nullable<Dec>,
+        realized_pnl -> Dec,
+        closed_count -> Integer,
+        win_count -> Integer,
+        held_scalper -> Integer,
+        held_day -> Integer,
+        held_swing -> Integer,
+        held_position -> Integer,
+        read_dexes -> Nullable<Text>,
+        followed -> Text,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
     version_freshness (version) {
         version -> BigInt,
         body -> Text,
@@ -271,3 +316,4 @@ diesel::table! {
 }
 
 diesel::allow_tables_to_appear_in_same_query!(webhook_endpoints, webhook_deliveries);
+diesel::allow_tables_to_appear_in_same_query!(wallet_registry, wallet_registry_journal);

@@ -41,15 +41,21 @@ fn migrated(url: &str) -> Store {
 
 /// A fresh, migrated SQLite store, plus a PostgreSQL one when `TEST_DATABASE_URL` is set.
 fn stores() -> Vec<(Store, Guard)> {
+    stores_at()
+        .into_iter()
+        .map(|(store, guard, _)| (store, guard))
+        .collect()
+}
+
+/// [`stores`], each with the URL it was opened at.
+fn stores_at() -> Vec<(Store, Guard, String)> {
     use diesel::connection::SimpleConnection;
     use diesel::Connection;
     use std::sync::atomic::{AtomicU32, Ordering};
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let dir = tempfile::tempdir().unwrap();
-    let mut out = vec![(
-        migrated(dir.path().join("t.db").to_str().unwrap()),
-        Guard::Sqlite(dir),
-    )];
+    let path = dir.path().join("t.db").to_str().unwrap().to_owned();
+    let mut out = vec![(migrated(&path), Guard::Sqlite(dir), path)];
     if let Some(admin_url) = std::env::var("TEST_DATABASE_URL")
         .ok()
         .filter(|u| !u.is_empty())
@@ -67,7 +73,7 @@ fn stores() -> Vec<(Store, Guard)> {
             .unwrap();
         let base = admin_url.split('?').next().unwrap();
         let url = format!("{}/{name}", &base[..base.rfind('/').unwrap()]);
-        out.push((migrated(&url), Guard::Postgres { admin_url, name }));
+        out.push((migrated(&url), Guard::Postgres { admin_url, name }, url));
     }
     out
 }
@@ -1308,7 +1314,7 @@ fn publishes_replace_the_scan_state_of_every_wallet_read_and_refuse_a_stale_base
 
 /// SQLite prepares each statement of a publish once per connection: a
 /// whole version and a first publish cache the upserts (Diesel caches none
-/// by itself), and a second publish with other rows, other counts and
+/// by itself) and the journals' appends, and a second publish with other rows, other counts and
 /// other unset fields caches no insert again (a statement whose text
 /// followed the values would).
 #[test]
@@ -1422,17 +1428,20 @@ fn a_publish_prepares_its_inserts_once_per_connection() {
         &[state("0xaa", true), state("0xee", false)],
         false,
     );
-    for table in [
-        "scanned_wallets",
-        "wallet_registry",
-        "history_points",
-        "history_hourly",
-    ] {
+    for table in ["history_points", "history_hourly"] {
         assert!(
             first
                 .iter()
                 .any(|sql| sql.contains(table) && sql.contains("ON CONFLICT")),
             "the upsert of {table} is cached: {first:#?}"
+        );
+    }
+    for journal in ["scanned_wallets_journal", "wallet_registry_journal"] {
+        assert!(
+            first
+                .iter()
+                .any(|sql| sql.contains(journal) && sql.contains("INSERT")),
+            "the append to {journal} is cached: {first:#?}"
         );
     }
     let second = publish(
@@ -1493,7 +1502,8 @@ fn the_registry_round_trips_and_upserts() {
 /// address (migration `000016`): one B-tree a table, no rowid. Reverted,
 /// they are tables with a rowid again with the same columns (names, types,
 /// `NOT NULL`, defaults, key); migrated again, every field of every state,
-/// its followed positions and every registry entry read back as they were
+/// its followed positions and every registry entry (saved to the journal
+/// of migration 000017, whose down merges it) read back as they were
 /// (each field holds a value of its own, so two columns swapped in a copy
 /// would show).
 #[test]
@@ -1593,7 +1603,10 @@ fn states_and_registry_are_clustered_on_their_address_and_move_back_exactly() {
     drop(conn);
     assert_eq!(without_rowid(&store), 0, "tables with a rowid again");
     assert_eq!(columns(&store), layout, "the same columns either way");
-    assert_eq!(read(&store), before);
+    // (The store reads through the journals of migration 000017, reverted
+    // with it: its down merged the registry's journal into the table,
+    // which the read after migrating again shows.)
+    assert_eq!(reverted, 2);
     assert_eq!(store.migrate().unwrap(), reverted);
     assert_eq!(without_rowid(&store), 2);
     assert_eq!(columns(&store), layout);
@@ -2354,4 +2367,238 @@ fn changes_read_while_two_publishes_prune_both_versions_are_whole() {
             "pruned since"
         );
     }
+}
+
+/// One step of [`journals_read_back_what_a_plain_map_holds`].
+#[derive(Clone, Debug)]
+enum JournalOp {
+    /// Registry entries saved on their own: (wallet, value) pairs.
+    SaveRegistry(Vec<(usize, u32)>),
+    /// A publish that writes scan states (wallet, value, positions it
+    /// follows) and registry entries (wallet, value).
+    Publish(Vec<(usize, u32, usize)>, Vec<(usize, u32)>),
+    /// The same publish on a base that is no longer the latest: refused,
+    /// nothing of it written.
+    StalePublish(Vec<(usize, u32, usize)>, Vec<(usize, u32)>),
+    /// The journals merged into their tables.
+    Merge,
+    /// The process gone and the store opened again (what it committed stays).
+    Reopen,
+}
+
+/// The wallets the model's steps name (few, so that writes meet again).
+const JOURNAL_WALLETS: usize = 6;
+
+fn journal_op() -> impl proptest::strategy::Strategy<Value = JournalOp> {
+    use proptest::prelude::*;
+    // At most one write of an address in one step (a write refuses two).
+    let entries = proptest::collection::btree_map(0..JOURNAL_WALLETS, 0..1_000u32, 0..4)
+        .prop_map(|m| m.into_iter().collect::<Vec<_>>());
+    let states =
+        proptest::collection::btree_map(0..JOURNAL_WALLETS, (0..1_000u32, 0..3usize), 0..4)
+            .prop_map(|m| {
+                m.into_iter()
+                    .map(|(a, (v, n))| (a, v, n))
+                    .collect::<Vec<_>>()
+            });
+    prop_oneof![
+        3 => entries.clone().prop_map(JournalOp::SaveRegistry),
+        3 => (states.clone(), entries.clone()).prop_map(|(s, e)| JournalOp::Publish(s, e)),
+        1 => (states, entries).prop_map(|(s, e)| JournalOp::StalePublish(s, e)),
+        2 => Just(JournalOp::Merge),
+        1 => Just(JournalOp::Reopen),
+    ]
+}
+
+fn journal_address(i: usize) -> String {
+    format!("0x{:02x}", 0xa0 + i)
+}
+
+/// A registry entry whose every field follows `value` (so that a row of
+/// another write, or a column swapped, would show).
+fn journal_entry(i: usize, value: u32) -> RegistryEntry {
+    let at = datetime!(2026-11-22 01:00:00 UTC) + time::Duration::seconds(value.into());
+    let mut e = RegistryEntry::new(journal_address(i), DiscoverySource::List, at);
+    e.sources = 1 + (value % 15) as i32;
+    e.account_value = (!value.is_multiple_of(3)).then(|| d(&format!("{value}.{:02}", value % 100)));
+    e.position_value = value.is_multiple_of(2).then(|| d(&format!("0.{value:04}")));
+    e.traded_notional = d(&format!("{}", value * 7));
+    e.dexes = (0..value % 3).map(|k| format!("dex{k}")).collect();
+    e.last_read_at = Some(at + time::Duration::minutes(1));
+    e.empty_reads = (value % 5) as i32;
+    e.failed_reads = (value % 7) as i32;
+    e
+}
+
+/// A scan state following `positions` positions, every field from `value`.
+fn journal_state(
+    i: usize,
+    value: u32,
+    positions: usize,
+) -> (WalletScanState, Vec<TrackedPosition>) {
+    let address = journal_address(i);
+    let state = WalletScanState {
+        address: address.clone(),
+        missed_scans: (value % 4) as i32,
+        last_seen_at: Some(
+            datetime!(2026-11-22 02:00:00 UTC) + time::Duration::seconds(value.into()),
+        ),
+        first_seen_at: value
+            .is_multiple_of(2)
+            .then_some(datetime!(2026-11-21 00:00:00 UTC)),
+        first_account_value: value.is_multiple_of(3).then(|| d(&format!("{value}.5"))),
+        realized_pnl: d(&format!("-{value}.25")),
+        closed_count: (value % 9) as i32,
+        win_count: (value % 4) as i32,
+        held: [
+            value as i32 % 2,
+            value as i32 % 3,
+            value as i32 % 5,
+            value as i32 % 7,
+        ],
+        read_dexes: (!value.is_multiple_of(2)).then(|| vec![String::new()]),
+    };
+    // In symbol order, as the store hands them back.
+    let tracked = ["BTC", "ETH", "SOL"][..positions]
+        .iter()
+        .map(|s| followed(&address, s, &format!("{value}.1")))
+        .collect();
+    (state, tracked)
+}
+
+/// The model-based test of the journals (`journal.rs`): any sequence of
+/// registry saves, publishes with scan states and registry entries,
+/// refused publishes, merges and restarts reads back, through every read
+/// of the registry and the states (whole, in pages, by address, the
+/// followed positions, the count), what a plain map of the latest write
+/// of each address holds. On SQLite, and on PostgreSQL when
+/// `TEST_DATABASE_URL` is set.
+#[test]
+fn journals_read_back_what_a_plain_map_holds() {
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    let config = ProptestConfig {
+        cases: 24,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(ops in proptest::collection::vec(journal_op(), 1..14))| {
+        for (store, _guard, url) in stores_at() {
+            let mut store = Some(store);
+            let mut registry: BTreeMap<String, RegistryEntry> = BTreeMap::new();
+            let mut states: BTreeMap<String, (WalletScanState, Vec<TrackedPosition>)> = BTreeMap::new();
+            for op in &ops {
+                let s = store.as_ref().unwrap();
+                match op {
+                    JournalOp::SaveRegistry(entries) => {
+                        let entries: Vec<RegistryEntry> =
+                            entries.iter().map(|&(i, v)| journal_entry(i, v)).collect();
+                        s.save_registry(&entries).unwrap();
+                        registry.extend(entries.into_iter().map(|e| (e.address.clone(), e)));
+                    }
+                    JournalOp::Publish(written, entries) | JournalOp::StalePublish(written, entries) => {
+                        let stale = matches!(op, JournalOp::StalePublish(..));
+                        let read: Vec<(WalletScanState, Vec<TrackedPosition>)> =
+                            written.iter().map(|&(i, v, n)| journal_state(i, v, n)).collect();
+                        let entries: Vec<RegistryEntry> =
+                            entries.iter().map(|&(i, v)| journal_entry(i, v)).collect();
+                        let result = publish_states(s, &read, &entries, stale);
+                        if stale {
+                            prop_assert!(matches!(result, Err(StoreError::Conflict { .. })), "{result:?}");
+                        } else {
+                            result.unwrap();
+                            states.extend(read.into_iter().map(|r| (r.0.address.clone(), r)));
+                            registry.extend(entries.into_iter().map(|e| (e.address.clone(), e)));
+                        }
+                    }
+                    JournalOp::Merge => s.merge_journals().unwrap(),
+                    JournalOp::Reopen => {
+                        drop(store.take());
+                        store = Some(Store::open(&url, PoolOptions::default()).unwrap());
+                    }
+                }
+                let s = store.as_ref().unwrap();
+                let expected: Vec<RegistryEntry> = registry.values().cloned().collect();
+                prop_assert_eq!(&s.registry().unwrap(), &expected, "after {:?}", op);
+                let mut paged = Vec::new();
+                s.each_registry_entry(2, |e| paged.push(e)).unwrap();
+                prop_assert_eq!(&paged, &expected);
+                prop_assert_eq!(s.registry_len().unwrap(), expected.len() as i64);
+                let whole: std::collections::HashMap<String, WalletScanState> = states
+                    .iter()
+                    .map(|(a, (st, _))| (a.clone(), st.clone()))
+                    .collect();
+                prop_assert_eq!(&s.wallet_scan_states().unwrap(), &whole, "after {:?}", op);
+                let mut paged = Vec::new();
+                s.each_wallet_scan_state(3, |st| paged.push(st)).unwrap();
+                let by_address: Vec<WalletScanState> = states.values().map(|(st, _)| st.clone()).collect();
+                prop_assert_eq!(&paged, &by_address);
+                let following: std::collections::HashMap<String, Vec<TrackedPosition>> = states
+                    .iter()
+                    .filter(|(_, (_, t))| !t.is_empty())
+                    .map(|(a, (_, t))| (a.clone(), t.clone()))
+                    .collect();
+                prop_assert_eq!(&s.tracked_positions().unwrap(), &following);
+                for i in 0..JOURNAL_WALLETS {
+                    let a = journal_address(i);
+                    prop_assert_eq!(&s.wallet_history(&a).unwrap(), &states.get(&a).cloned(), "{}", a);
+                }
+            }
+        }
+    });
+}
+
+/// A publish that changes no wallet and writes `read`'s scan states and
+/// `entries`, on the latest version (or, when `stale`, on the one before).
+fn publish_states(
+    store: &Store,
+    read: &[(WalletScanState, Vec<TrackedPosition>)],
+    entries: &[RegistryEntry],
+    stale: bool,
+) -> Result<i64, StoreError> {
+    let at = datetime!(2026-11-22 03:00:00 UTC);
+    let freshness = WalletFreshness {
+        tracked: 0,
+        never_read: 0,
+        refreshed_within1m: 0,
+        refreshed_within5m: 0,
+        refreshed_within1h: 0,
+        by_size_class: Vec::new(),
+    };
+    let changes = VersionChanges {
+        observed_at: at,
+        markets: vec![market("BTC", "100")],
+        current_days: vec![],
+        cohorts: vec![],
+        coverage: NetworkCoverage {
+            as_of: at,
+            wallets: freshness.clone(),
+            open_interest: d("0"),
+            covered_open_interest: d("0"),
+            covered_share: None,
+            markets: Vec::new(),
+        },
+        wallets: vec![],
+        positions: vec![],
+        removed: vec![],
+    };
+    let latest = store.latest_snapshot()?.map_or(0, |m| m.version);
+    let states: Vec<WalletScanState> = read.iter().map(|(s, _)| s.clone()).collect();
+    let tracked: Vec<TrackedPosition> = read.iter().flat_map(|(_, t)| t.clone()).collect();
+    store.publish(
+        &PublishWrite {
+            source: "track",
+            base_version: if stale { latest - 1 } else { latest },
+            changes: &changes,
+            wallet_count: 0,
+            position_count: 0,
+            frozen_days: &[],
+            candles: &[],
+            wallet_states: &states,
+            tracked: &tracked,
+            newly_read: &[],
+            registry: entries,
+            freshness: &freshness,
+        },
+        &mut |_, _, _| {},
+    )
 }

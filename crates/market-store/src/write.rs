@@ -16,7 +16,8 @@ use market_model::{Candle, Interval, LiquidityDay, MarketPosition, Wallet, Walle
 use time::OffsetDateTime;
 
 use crate::history::{self, HistoryWrite};
-use crate::registry::upsert_registry;
+use crate::journal::Journal;
+use crate::registry::append_registry;
 use crate::rows::*;
 use crate::scan_state::write_wallet_states;
 use crate::schema::*;
@@ -200,8 +201,12 @@ impl Store {
                 progress,
             )?;
             prune_before(conn, version - 1)?;
+            // A scan's states replace every stored one: the table and its
+            // journal are emptied, the states appended and merged at once.
             diesel::delete(scanned_wallets::table).execute(conn)?;
+            Journal::States.clear(conn)?;
             write_wallet_states(conn, scan.wallet_states, scan.tracked, progress)?;
+            Journal::States.merge(conn)?;
             Ok(version)
         })
     }
@@ -231,7 +236,7 @@ impl Store {
     /// Runs `write` in one transaction on a connection whose SQLite page
     /// cache is [`WRITE_CACHE_KIB`] while it runs, and back to what it was
     /// after (committed or not).
-    fn write_transaction<T>(
+    pub(crate) fn write_transaction<T>(
         &self,
         write: impl FnOnce(&mut DbConnection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
@@ -305,7 +310,7 @@ impl Store {
         // Scan states are replaced by wallet, for every wallet read:
         // served, empty (not served) or removed alike.
         write_wallet_states(conn, p.wallet_states, p.tracked, progress)?;
-        upsert_registry(conn, p.registry)?;
+        append_registry(conn, p.registry)?;
         let body = serde_json::to_string(p.freshness).expect("model types serialize");
         let coverage = serde_json::to_string(&c.coverage).expect("model types serialize");
         diesel::insert_into(version_freshness::table)

@@ -189,6 +189,9 @@ impl Tracker {
         stop: Arc<AtomicBool>,
     ) -> Result<Self, TrackError> {
         let now = now_seconds();
+        // What the last run saved since its journals' last merge goes into
+        // the tables first: the reads below then read the tables alone.
+        store.merge_journals()?;
         let mut schedule = Schedule::new(cfg.intervals.clone(), Vec::new(), now);
         let restored =
             store.each_registry_entry(REGISTRY_PER_SAVE, |e| schedule.restore(&e, now))?;
@@ -642,6 +645,19 @@ impl Tracker {
             if Instant::now() >= next_save {
                 next_save = Instant::now() + Duration::from_secs(1);
                 self.save_registry();
+                // The registry's and the states' journals, merged into
+                // their tables once they hold a merge's worth (between
+                // publishes: this thread makes them).
+                let (merging, cpu_before) = (Instant::now(), thread_cpu());
+                match self.store.merge_journals_if_due() {
+                    Ok(true) => log::info!(
+                        "journals merged into the registry and scan states in {} ms, CPU {} ms",
+                        merging.elapsed().as_millis(),
+                        cpu_ms_since(cpu_before)
+                    ),
+                    Ok(false) => {}
+                    Err(e) => log::warn!("journals not merged (tried again in a second): {e}"),
+                }
             }
             // A read met an asset without a mark: read the dexes again
             // (at most once a minute).
@@ -799,11 +815,7 @@ impl Tracker {
                     ws.bad_messages.load(Ordering::Relaxed),
                     ws.disconnects.load(Ordering::Relaxed),
                     started.elapsed().as_millis(),
-                    thread_cpu()
-                        .zip(cpu_before)
-                        .map_or("?".to_owned(), |(after, before)| {
-                            (after.saturating_sub(before) / 1_000_000).to_string()
-                        })
+                    cpu_ms_since(cpu_before)
                 );
                 left > 0
             }
@@ -859,6 +871,16 @@ fn quotes_of<'a>(
 fn thread_cpu() -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     stat.split_whitespace().next()?.parse().ok()
+}
+
+/// This thread's CPU since `before` (a [`thread_cpu`] reading), in whole
+/// milliseconds, for a log line (`?` where it cannot be read).
+fn cpu_ms_since(before: Option<u64>) -> String {
+    thread_cpu()
+        .zip(before)
+        .map_or("?".to_owned(), |(after, before)| {
+            (after.saturating_sub(before) / 1_000_000).to_string()
+        })
 }
 
 fn next_second(t: OffsetDateTime) -> OffsetDateTime {

@@ -1,0 +1,344 @@
+//! The registry's entries and the scan states, appended to a journal and
+//! merged into their tables in bulk.
+//!
+//! `track` saves a registry entry and a scan state for every wallet it
+//! reads, thousands a publish at an own node's budget. Upserted by address,
+//! each landed on a page of its own at a random place of a tree of a
+//! million entries: SQLite read the page from the operating system and
+//! wrote it whole (32 KB) to the write-ahead log, for a row of about 200
+//! bytes. Here a write appends its rows to the table's journal
+//! (`wallet_registry_journal`, `scanned_wallets_journal`), numbered in the
+//! order they were written (`seq`): a publish's rows fill a few pages at
+//! its end. Once a journal holds [`MERGE_AT`] rows, a merge
+//! ([`crate::Store::merge_journals_if_due`]) takes the latest row of each
+//! address into the table, one statement that writes each of the table's
+//! pages once, and empties the journal, in one transaction.
+//!
+//! Reads see the table with the journal laid over it: of one address, the
+//! journal's latest row, else the table's ([`each_merged`]). A journal is
+//! at most a merge's worth of rows, so its latest rows are read whole.
+
+use std::cmp::Ordering;
+
+use diesel::prelude::*;
+
+use crate::schema::{
+    scanned_wallets, scanned_wallets_journal, wallet_registry, wallet_registry_journal,
+};
+use crate::{DbConnection, StoreError};
+
+/// The rows a journal holds before [`crate::Store::merge_journals_if_due`]
+/// merges it. A merge writes about every page of the table once (a
+/// million registry entries are about 4,700 pages of 32 KB) whatever the
+/// rows it carries, and then a row's upsert in it, so it is worth its cost
+/// when it carries many: at 250,000 rows, a fiftieth of a page a row,
+/// where an upsert wrote one page a row (docs/performance.md has the
+/// figures). `track` merges both journals at its start; a read of a
+/// journal not merged holds its latest rows whole, about 70 MB at this
+/// size.
+pub const MERGE_AT: i64 = 250_000;
+
+/// The statements that merge a journal into its table, SQLite's and
+/// PostgreSQL's: every column of each address's latest row (the highest
+/// `seq`) replaces the table's row of its address, or is inserted. SQLite
+/// takes the journal's rows in the order they were written, a later one of
+/// an address overwriting an earlier one (its rowid order: no sort; a
+/// `GROUP BY` for the latest rows cost a quarter more). PostgreSQL refuses
+/// to change a row twice in one statement, so it takes each address's
+/// latest row only (`DISTINCT ON`). The columns are checked against the
+/// table's when it compiles.
+macro_rules! merge_statements {
+    ($table:ident, $journal:ident, $key:ident, [$first:ident $(, $col:ident)* $(,)?]) => {{
+        const _: () = assert!(
+            2 + [$(stringify!($col)),*].len() == $crate::columns_of::<$table::table>(),
+            "a merge sets every column of the table"
+        );
+        macro_rules! insert {
+            ($select:expr, $order:expr) => {
+                concat!(
+                    "INSERT INTO ", stringify!($table), " (", stringify!($key), ", ", stringify!($first),
+                    $(", ", stringify!($col),)*
+                    ") SELECT ", $select, stringify!($key), ", ", stringify!($first), $(", ", stringify!($col),)*
+                    " FROM ", stringify!($journal), " WHERE true ORDER BY ", $order,
+                    " ON CONFLICT (", stringify!($key), ") DO UPDATE SET ",
+                    stringify!($first), " = excluded.", stringify!($first),
+                    $(", ", stringify!($col), " = excluded.", stringify!($col),)*
+                )
+            };
+        }
+        (
+            insert!("", "seq"),
+            insert!(concat!("DISTINCT ON (", stringify!($key), ") "), concat!(stringify!($key), ", seq DESC")),
+        )
+    }};
+}
+
+const MERGE_REGISTRY: (&str, &str) = merge_statements!(
+    wallet_registry,
+    wallet_registry_journal,
+    address,
+    [
+        sources,
+        first_seen_at,
+        leaderboard_value,
+        account_value,
+        position_value,
+        last_trade_at,
+        traded_notional,
+        dexes,
+        last_read_at,
+        last_sweep_at,
+        empty_reads,
+        failed_reads,
+    ]
+);
+
+const MERGE_STATES: (&str, &str) = merge_statements!(
+    scanned_wallets,
+    scanned_wallets_journal,
+    address,
+    [
+        missed_scans,
+        last_seen_at,
+        first_seen_at,
+        first_account_value,
+        realized_pnl,
+        closed_count,
+        win_count,
+        held_scalper,
+        held_day,
+        held_swing,
+        held_position,
+        read_dexes,
+        followed,
+    ]
+);
+
+/// The two journals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Journal {
+    /// `wallet_registry_journal`.
+    Registry,
+    /// `scanned_wallets_journal`.
+    States,
+}
+
+impl Journal {
+    pub(crate) const BOTH: [Journal; 2] = [Journal::Registry, Journal::States];
+
+    /// The rows it holds, at most: its numbers' range (a journal is
+    /// emptied whole, so its numbers run without gaps but for rolled-back
+    /// appends), read from the ends of its primary key.
+    pub(crate) fn len(self, conn: &mut DbConnection) -> Result<i64, StoreError> {
+        use diesel::dsl::{max, min};
+        let (low, high): (Option<i64>, Option<i64>) = match self {
+            Journal::Registry => wallet_registry_journal::table
+                .select((
+                    min(wallet_registry_journal::seq),
+                    max(wallet_registry_journal::seq),
+                ))
+                .first(conn)?,
+            Journal::States => scanned_wallets_journal::table
+                .select((
+                    min(scanned_wallets_journal::seq),
+                    max(scanned_wallets_journal::seq),
+                ))
+                .first(conn)?,
+        };
+        Ok(match (low, high) {
+            (Some(low), Some(high)) => high - low + 1,
+            _ => 0,
+        })
+    }
+
+    /// Merges it into its table and empties it, in the caller's transaction.
+    pub(crate) fn merge(self, conn: &mut DbConnection) -> Result<(), StoreError> {
+        let (sqlite, postgres) = match self {
+            Journal::Registry => MERGE_REGISTRY,
+            Journal::States => MERGE_STATES,
+        };
+        match conn {
+            DbConnection::Sqlite(c) => {
+                diesel::sql_query(sqlite).execute(c)?;
+            }
+            DbConnection::Postgresql(c) => {
+                // No append may commit between the merge's read and its
+                // delete (only `track` appends, from one thread, but
+                // nothing else would stop a second writer).
+                let lock = match self {
+                    Journal::Registry => "LOCK TABLE wallet_registry_journal IN EXCLUSIVE MODE",
+                    Journal::States => "LOCK TABLE scanned_wallets_journal IN EXCLUSIVE MODE",
+                };
+                diesel::sql_query(lock).execute(c)?;
+                diesel::sql_query(postgres).execute(c)?;
+            }
+        }
+        self.clear(conn)
+    }
+
+    /// Deletes every row it holds.
+    pub(crate) fn clear(self, conn: &mut DbConnection) -> Result<(), StoreError> {
+        match self {
+            Journal::Registry => diesel::delete(wallet_registry_journal::table).execute(conn)?,
+            Journal::States => diesel::delete(scanned_wallets_journal::table).execute(conn)?,
+        };
+        Ok(())
+    }
+}
+
+/// A row keyed by a wallet's address.
+pub(crate) trait AsAddress {
+    /// Its address.
+    fn address(&self) -> &str;
+}
+
+/// Of `rows` (a journal's, latest first), the first of each address, by
+/// address.
+pub(crate) fn latest_of<R: AsAddress>(mut rows: Vec<R>) -> Vec<R> {
+    // Stable: of one address, the latest stays first.
+    rows.sort_by(|a, b| a.address().cmp(b.address()));
+    rows.dedup_by(|later, first| later.address() == first.address());
+    rows
+}
+
+/// Hands `f` every row of a table with a journal laid over it, by address:
+/// the table's rows read `page` at a time in address order (`load` reads
+/// the page after an address), and of an address the journal holds, the
+/// journal's row instead (`journal`: its latest rows, by address). Returns
+/// how many it handed.
+pub(crate) fn each_merged<R: AsAddress, T>(
+    page: usize,
+    mut load: impl FnMut(Option<&str>, i64) -> Result<Vec<R>, StoreError>,
+    journal: Vec<R>,
+    convert: impl Fn(R) -> Result<T, StoreError>,
+    mut f: impl FnMut(T),
+) -> Result<usize, StoreError> {
+    let limit = i64::try_from(page.max(1)).unwrap_or(i64::MAX);
+    let mut journal = journal.into_iter().peekable();
+    let mut after: Option<String> = None;
+    let mut count = 0;
+    let mut hand = |r: R| -> Result<(), StoreError> {
+        f(convert(r)?);
+        count += 1;
+        Ok(())
+    };
+    loop {
+        let rows = load(after.as_deref(), limit)?;
+        let Some(last) = rows.last() else {
+            break;
+        };
+        after = Some(last.address().to_owned());
+        for row in rows {
+            while let Some(j) = journal.next_if(|j| j.address() < row.address()) {
+                hand(j)?;
+            }
+            match journal.peek().map(|j| j.address().cmp(row.address())) {
+                Some(Ordering::Equal) => hand(journal.next().expect("peeked"))?,
+                _ => hand(row)?,
+            }
+        }
+    }
+    for j in journal {
+        hand(j)?;
+    }
+    Ok(count)
+}
+
+impl crate::Store {
+    /// Merges each journal that holds [`MERGE_AT`] rows or more into its
+    /// table, each in a transaction of its own; whether any was merged.
+    /// `track` calls it once a second, outside its publishes.
+    pub fn merge_journals_if_due(&self) -> Result<bool, StoreError> {
+        let mut merged = false;
+        for journal in Journal::BOTH {
+            // Counted outside the merge's transaction: on SQLite a
+            // transaction that read before it wrote would fail at once
+            // whenever another writer committed in between (see
+            // `latest_version`); the merge's first statement writes.
+            if journal.len(&mut *self.conn()?)? >= MERGE_AT {
+                self.write_transaction(|conn| journal.merge(conn))?;
+                merged = true;
+            }
+        }
+        Ok(merged)
+    }
+
+    /// Merges both journals into their tables now, whatever they hold (at
+    /// a restart, before the registry and the states are read).
+    pub fn merge_journals(&self) -> Result<(), StoreError> {
+        for journal in Journal::BOTH {
+            self.write_transaction(|conn| journal.merge(conn))?;
+        }
+        Ok(())
+    }
+
+    /// The rows each journal holds (registry, scan states), at most.
+    pub fn journal_lens(&self) -> Result<(i64, i64), StoreError> {
+        let mut conn = self.conn()?;
+        Ok((
+            Journal::Registry.len(&mut conn)?,
+            Journal::States.len(&mut conn)?,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_merges_name_every_column_once_and_take_the_latest_row() {
+        let (sqlite, postgres) = MERGE_STATES;
+        assert!(sqlite.contains(
+            " FROM scanned_wallets_journal WHERE true ORDER BY seq ON CONFLICT (address)"
+        ));
+        assert!(postgres.contains("SELECT DISTINCT ON (address) address, missed_scans,"));
+        assert!(postgres.contains("ORDER BY address, seq DESC ON CONFLICT (address)"));
+        for statement in [MERGE_REGISTRY.0, MERGE_REGISTRY.1] {
+            assert!(statement.starts_with("INSERT INTO wallet_registry (address, sources, "));
+            assert!(statement.ends_with("failed_reads = excluded.failed_reads"));
+            assert_eq!(statement.matches("last_sweep_at").count(), 4, "{statement}");
+        }
+    }
+
+    /// Rows of a table and of a journal by address, each a (address, which) pair.
+    struct Row(String, &'static str);
+
+    impl AsAddress for Row {
+        fn address(&self) -> &str {
+            &self.0
+        }
+    }
+
+    proptest::proptest! {
+        /// [`each_merged`] against a map: the table's rows, then the
+        /// journal's over them, read in pages of any size, come out by
+        /// address, each once, the journal's where it has one.
+        #[test]
+        fn a_journal_laid_over_a_table_reads_as_a_map(
+            table in proptest::collection::btree_set(0u8..40, 0..25),
+            journal in proptest::collection::btree_set(0u8..40, 0..25),
+            page in 1usize..6,
+        ) {
+            let address = |k: u8| format!("0x{k:02x}");
+            let mut expected = std::collections::BTreeMap::new();
+            expected.extend(table.iter().map(|&k| (address(k), "table")));
+            expected.extend(journal.iter().map(|&k| (address(k), "journal")));
+            let rows: Vec<String> = table.iter().map(|&k| address(k)).collect();
+            let load = |after: Option<&str>, limit: i64| {
+                Ok(rows
+                    .iter()
+                    .filter(|a| after.is_none_or(|after| a.as_str() > after))
+                    .take(limit as usize)
+                    .map(|a| Row(a.clone(), "table"))
+                    .collect())
+            };
+            let laid = journal.iter().map(|&k| Row(address(k), "journal")).collect();
+            let mut got = Vec::new();
+            let count = each_merged(page, load, laid, |r| Ok((r.0, r.1)), |r| got.push(r)).unwrap();
+            let expected: Vec<(String, &str)> = expected.into_iter().collect();
+            proptest::prop_assert_eq!(count, expected.len());
+            proptest::prop_assert_eq!(got, expected);
+        }
+    }
+}
