@@ -249,13 +249,19 @@ impl crate::Store {
     /// table, each in a transaction of its own; whether any was merged.
     /// `track` calls it once a second, outside its publishes.
     pub fn merge_journals_if_due(&self) -> Result<bool, StoreError> {
+        self.merge_journals_holding(MERGE_AT)
+    }
+
+    /// [`Store::merge_journals_if_due`] with `rows` in place of
+    /// [`MERGE_AT`].
+    pub fn merge_journals_holding(&self, rows: i64) -> Result<bool, StoreError> {
         let mut merged = false;
         for journal in Journal::BOTH {
             // Counted outside the merge's transaction: on SQLite a
             // transaction that read before it wrote would fail at once
             // whenever another writer committed in between (see
             // `latest_version`); the merge's first statement writes.
-            if journal.len(&mut *self.conn()?)? >= MERGE_AT {
+            if journal.len(&mut *self.conn()?)? >= rows {
                 self.write_transaction(|conn| journal.merge(conn))?;
                 merged = true;
             }

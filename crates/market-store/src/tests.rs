@@ -2602,3 +2602,32 @@ fn publish_states(
         &mut |_, _, _| {},
     )
 }
+
+/// A journal is merged once it holds the rows a merge is due at, not
+/// before; the merge empties it into its table, and what a read sees does
+/// not change.
+#[test]
+fn a_journal_is_merged_once_it_holds_a_merges_worth() {
+    use crate::journal::Journal;
+    for (store, _guard) in stores() {
+        let first: Vec<RegistryEntry> = (0..5).map(|i| journal_entry(i, 1)).collect();
+        store.save_registry(&first).unwrap();
+        assert!(!store.merge_journals_holding(6).unwrap(), "5 rows of 6");
+        assert_eq!(store.journal_lens().unwrap(), (5, 0));
+        // A wallet saved again is a row more of the journal.
+        let again = [journal_entry(0, 2)];
+        store.save_registry(&again).unwrap();
+        let before = store.registry().unwrap();
+        assert!(store.merge_journals_holding(6).unwrap(), "6 rows of 6");
+        assert_eq!(store.journal_lens().unwrap(), (0, 0));
+        assert_eq!(store.registry().unwrap(), before);
+        assert_eq!(before[0], again[0], "the later save of a wallet kept");
+        let mut conn = store.conn().unwrap();
+        let stored: i64 = crate::schema::wallet_registry::table
+            .count()
+            .get_result(&mut *conn)
+            .unwrap();
+        assert_eq!(stored, 5, "every entry in the table");
+        assert_eq!(Journal::Registry.len(&mut conn).unwrap(), 0);
+    }
+}
