@@ -20,6 +20,7 @@
 #
 # PORT=N moves its four ports (default 18961-18964); TRACK_BIN runs another
 # build's `track`, SERVE_BIN another build's `serve` (both servers);
+# SECOND_BINS the builds of the second server, started in turn (below);
 # KEEP_DB=FILE keeps a copy of `track`'s database at the end (SQLite's
 # online backup, consistent while `track` writes), to time a migration on
 # it, say.
@@ -83,16 +84,24 @@ rows = [tuple(map(int, m.groups())) for m in rows if m]
 print(f"publishes: {len(rows)}; wallets changed {sum(r[0] for r in rows)}; "
       f"wall {sum(r[1] for r in rows)} ms; CPU {sum(r[2] for r in rows)} ms")
 PY
-start2=$(date +%s%N)
-RUST_LOG=info "$SERVE_BIN" serve --bind "$SERVE2" --database-url "$DB" --access-log false 2> "$WORK/serve2.log" &
-SERVER2=$!
-until curl -sf "http://$SERVE2/healthz" > /dev/null; do sleep 0.05; done
-echo "second serve: ready $(( ($(date +%s%N) - start2) / 1000000 )) ms after start, resident $(rss $SERVER2 VmRSS) MB, peak $(rss $SERVER2 VmHWM) MB" >&2
-grep -E "serving data version|read data version|to the saved version|not starting from|is not one of" "$WORK/serve2.log" | tail -n 3 >&2
-# The same start loading the newest version whole, for a same-run ratio
-# (the second server is killed first, so that it does not save at its stop).
-kill -9 "$SERVER2"
-wait "$SERVER2" 2> /dev/null || true
+# SECOND_BINS (default: the server's binary) lists the builds to start
+# one after another from the saved version, each killed once ready (so
+# that none saves at its stop): two builds taking turns compare on the
+# same file and the same `track`. SECOND_EVERY=N waits N seconds before
+# each (default 0): the file is then sometimes a publish or more behind,
+# and a start catches up from it.
+for second in ${SECOND_BINS:-$SERVE_BIN}; do
+  sleep "${SECOND_EVERY:-0}"
+  start2=$(date +%s%N)
+  RUST_LOG=info "$second" serve --bind "$SERVE2" --database-url "$DB" --access-log false 2> "$WORK/serve2.log" &
+  SERVER2=$!
+  until curl -sf "http://$SERVE2/healthz" > /dev/null; do sleep 0.05; done
+  echo "second serve ($second): ready $(( ($(date +%s%N) - start2) / 1000000 )) ms after start, resident $(rss $SERVER2 VmRSS) MB, peak $(rss $SERVER2 VmHWM) MB" >&2
+  grep -E "serving data version|read data version|to the saved version|not starting from|is not one of" "$WORK/serve2.log" | tail -n 3 >&2
+  kill -9 "$SERVER2"
+  wait "$SERVER2" 2> /dev/null || true
+done
+# The same start loading the newest version whole, for a same-run ratio.
 start3=$(date +%s%N)
 RUST_LOG=info "$SERVE_BIN" serve --bind "$SERVE2" --database-url "$DB" --access-log false --saved-version none 2> "$WORK/serve3.log" &
 SERVER3=$!

@@ -10,7 +10,10 @@
 //!   (`Store::load_changes_for_serving`, positions rendered from their
 //!   text), applying them to the served snapshot (`Snapshot::apply_rendered`),
 //!   and both, also after a pause before each cycle, as a server that
-//!   applies a publish a minute does it;
+//!   applies a publish a minute does it; and a starting server's read of
+//!   the changes since the version it saved, told which wallets it served
+//!   (`Store::load_changes_since_served`: the saved version is most often
+//!   pruned by then);
 //! - the store's part of writing it (`Store::publish`: the version's rows,
 //!   closing the changed wallets' rows, history and events, pruning the
 //!   version before the previous one, and what `track` writes beside them
@@ -233,6 +236,23 @@ fn publish(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    let served_addresses: Vec<&str> = served.wallet_addresses().collect();
+    g.bench_function(
+        format!("read_changes_since_served_{changed}_of_300k_wallets"),
+        |b| {
+            b.iter(|| {
+                let read = store.load_changes_since_served::<_, market_model::LiquidityDayText>(
+                    base,
+                    &served_addresses,
+                    &meta,
+                    usize::MAX,
+                    RenderedPosition::from_text,
+                );
+                black_box(read.unwrap().expect("the publish reads as changes"))
+            })
+        },
+    );
+    drop(served_addresses);
     g.bench_function(
         format!("read_and_apply_changes_{changed}_of_300k_wallets"),
         |b| b.iter(|| black_box(served.apply_rendered(meta.version, read()))),

@@ -2,8 +2,6 @@
 //! (as model structs, or rendered from its stored text for serving) and the
 //! changes between two versions (for a running server to apply).
 
-use std::collections::HashSet;
-
 use diesel::prelude::*;
 use market_engine::{DataVersion, VersionChanges};
 use market_model::{
@@ -432,7 +430,8 @@ fn changed_rows<T>(
         })
         .collect::<Result<_, StoreError>>()?;
     wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
-    let rewritten: HashSet<&str> = wallets.iter().map(|w| w.address.as_str()).collect();
+    // In address order, as the wallets are.
+    let rewritten: Vec<&str> = wallets.iter().map(|w| w.address.as_str()).collect();
     let Some(removed) = since.removed(conn, v, &rewritten)? else {
         return Ok(None);
     };
@@ -523,12 +522,13 @@ impl Since<'_> {
     }
 
     /// The wallets removed between this version and `v`, given the ones
-    /// `rewritten` since; `None` when the changes are not whole.
+    /// `rewritten` since (in address order); `None` when the changes are
+    /// not whole.
     fn removed(
         self,
         conn: &mut DbConnection,
         v: i64,
-        rewritten: &HashSet<&str>,
+        rewritten: &[&str],
     ) -> Result<Option<Vec<String>>, StoreError> {
         let from = self.version();
         match self {
@@ -543,31 +543,80 @@ impl Since<'_> {
                 Ok(Some(
                     closed
                         .into_iter()
-                        .filter(|a| !rewritten.contains(a.as_str()))
+                        .filter(|a| rewritten.binary_search(&a.as_str()).is_err())
                         .collect(),
                 ))
             }
             Since::Served {
                 wallets: served, ..
             } => {
+                // Sets of a whole version's wallets (300,000 at an own
+                // node's scale), compared as sorted lists, merged: hashing
+                // each address into sets took most of this read
+                // (docs/performance.md).
+                let valid = valid_at(conn, v)?;
+                let valid = in_order(valid.iter().map(String::as_str).collect());
                 // The wallets valid at `v` and not written since `from`.
-                let kept: Vec<String> = wallets::table
-                    .filter(wallets::version.le(from))
-                    .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
-                    .select(wallets::address)
-                    .load(conn)?;
-                let kept: HashSet<&str> = kept.iter().map(String::as_str).collect();
-                let kept_served = served.iter().filter(|a| kept.contains(**a)).count();
-                Ok((kept_served == kept.len()).then(|| {
-                    served
-                        .iter()
-                        .filter(|a| !kept.contains(**a) && !rewritten.contains(**a))
-                        .map(|a| (*a).to_owned())
+                let kept = minus(&valid, rewritten);
+                let served = in_order(served.to_vec());
+                Ok(minus(&kept, &served).is_empty().then(|| {
+                    minus(&minus(&served, &kept), rewritten)
+                        .into_iter()
+                        .map(str::to_owned)
                         .collect()
                 }))
             }
         }
     }
+}
+
+/// `items` sorted (they most often come so: a check, not a sort).
+fn in_order(mut items: Vec<&str>) -> Vec<&str> {
+    if !items.is_sorted() {
+        items.sort_unstable();
+    }
+    items
+}
+
+/// The items of `a` that are not in `b`, both sorted, in `a`'s order.
+fn minus<'a>(a: &[&'a str], b: &[&str]) -> Vec<&'a str> {
+    let mut rest = b.iter().peekable();
+    a.iter()
+        .copied()
+        .filter(|x| {
+            while rest.next_if(|y| **y < *x).is_some() {}
+            rest.peek().is_none_or(|y| **y != *x)
+        })
+        .collect()
+}
+
+/// The addresses of the wallets valid at version `v` (in the caller's
+/// snapshot). When `v` is the newest version stored, those are the open
+/// rows, whose addresses the open rows' index holds: read from it alone.
+/// Otherwise each row of a version up to `v` is visited for its
+/// `valid_to`: a wide row (its positions with it) at a random place of the
+/// table.
+fn valid_at(conn: &mut DbConnection, v: i64) -> Result<Vec<String>, StoreError> {
+    let newest: Option<i64> = snapshots::table
+        .select(diesel::dsl::max(snapshots::version))
+        .first(conn)?;
+    // Rows are closed by a newer version, and written by one at most as
+    // new as the newest: none valid at the newest is closed, none open
+    // was written after it.
+    Ok(if newest == Some(v) {
+        // In the index's order: SQLite sorts nothing.
+        wallets::table
+            .filter(wallets::valid_to.is_null())
+            .select(wallets::address)
+            .order(wallets::address)
+            .load(conn)?
+    } else {
+        wallets::table
+            .filter(wallets::version.le(v))
+            .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
+            .select(wallets::address)
+            .load(conn)?
+    })
 }
 
 /// A whole version's rows besides its positions.
@@ -593,3 +642,47 @@ impl VersionRest {
 /// addresses are hexadecimal, so about half sort below `0x8`. Only the
 /// balance of the two reads depends on it, never what they return.
 const ADDRESS_SPLIT: &str = "0x8";
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+
+    use super::{in_order, minus};
+
+    proptest! {
+        /// `minus` of two sorted lists is the difference of their sets, in
+        /// order, whatever they share (none, some, all) and however long.
+        #[test]
+        fn minus_is_the_difference_of_sorted_sets(
+            a in proptest::collection::btree_set("[a-d]{0,3}", 0..40),
+            b in proptest::collection::btree_set("[a-d]{0,3}", 0..40),
+        ) {
+            let (av, bv): (Vec<&str>, Vec<&str>) = (
+                a.iter().map(String::as_str).collect(),
+                b.iter().map(String::as_str).collect(),
+            );
+            let expected: Vec<&str> = a.difference(&b).map(String::as_str).collect();
+            prop_assert_eq!(minus(&av, &bv), expected);
+        }
+
+        /// `in_order` sorts what is not sorted and keeps every item.
+        #[test]
+        fn in_order_sorts(items in proptest::collection::vec("[a-d]{0,3}", 0..40)) {
+            let got = in_order(items.iter().map(String::as_str).collect());
+            let mut sorted: Vec<&str> = items.iter().map(String::as_str).collect();
+            sorted.sort();
+            prop_assert_eq!(got, sorted);
+        }
+    }
+
+    #[test]
+    fn minus_keeps_what_the_other_lacks() {
+        let all: BTreeSet<&str> = ["0xaa", "0xbb", "0xcc"].into();
+        let all: Vec<&str> = all.into_iter().collect();
+        assert_eq!(minus(&all, &["0xbb"]), ["0xaa", "0xcc"]);
+        assert_eq!(minus(&all, &[]), all);
+        assert!(minus(&[], &all).is_empty());
+    }
+}

@@ -1195,6 +1195,18 @@ fn incremental_publishes_read_back_as_whole_versions() {
             [("0xaa", 1), ("0xbb", 1), ("0xdd", 1)],
             "only rows a kept version can see remain"
         );
+        drop(conn);
+        // v4 removes 0xaa, which v3 still serves. Caught up to v3 (no longer
+        // the newest), 0xaa is kept: the wallets valid at v3 are not the
+        // open rows now.
+        publish(&[], &[], &["0xaa".to_owned()], 2, 2);
+        let to_v3 = since_served(&served).unwrap();
+        assert_eq!(to_v3.wallets, [bb.clone(), dd.clone()]);
+        assert_eq!(to_v3.removed, ["0xcc"]);
+        assert!(
+            since_served(&["0xbb", "0xcc", "0xdd"]).is_none(),
+            "0xaa is valid at v3: a saved version without it is not whole"
+        );
     }
 }
 
