@@ -90,7 +90,9 @@ PY
 # same file and the same `track`. SECOND_EVERY=N waits N seconds before
 # each (default 0): the file is then sometimes a publish or more behind,
 # and a start catches up from it.
-for second in ${SECOND_BINS:-$SERVE_BIN}; do
+read -ra seconds <<< "${SECOND_BINS:-}"
+[ ${#seconds[@]} -gt 0 ] || seconds=("$SERVE_BIN")
+for second in "${seconds[@]}"; do
   sleep "${SECOND_EVERY:-0}"
   start2=$(date +%s%N)
   RUST_LOG=info "$second" serve --bind "$SERVE2" --database-url "$DB" --access-log false 2> "$WORK/serve2.log" &
