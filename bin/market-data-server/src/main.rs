@@ -4,8 +4,9 @@ use clap::Parser;
 /// allocation (SQLite's included, as its symbols are not prefixed). With
 /// the options below a server read and applied 7,000 changed wallets in
 /// 0.73–0.78× of glibc's time, and at an own node's scale `track` held
-/// 0.94–0.95× of glibc's resident memory; a whole load peaks 7–9 % higher
-/// (docs/performance.md, "The allocator: jemalloc").
+/// 0.94–0.95× of glibc's resident memory; a whole load peaked 7–9 % higher
+/// (docs/performance.md, "The allocator: jemalloc") until it handed freed
+/// memory back at once (`platform::HandBackAtOnce`).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -147,7 +147,7 @@ impl Store {
         // in which `v` is stored (see [`stored_in_snapshot`]): a publish
         // that prunes `v` while a half is read does not take its rows from
         // that half, so a long load is not lost to publishes meanwhile.
-        let (markets, freshness) = {
+        let (markets, freshness, wallet_count) = {
             let mut pooled = self.conn()?;
             stored_in_snapshot(&mut pooled, v, |conn| {
                 let markets: Vec<MarketRow> = markets::table
@@ -159,7 +159,12 @@ impl Store {
                     .select(version_freshness::body)
                     .first::<String>(conn)
                     .optional()?;
-                Ok((markets, freshness))
+                let wallet_count = snapshots::table
+                    .filter(snapshots::version.eq(v))
+                    .select(snapshots::wallet_count)
+                    .first::<i64>(conn)
+                    .optional()?;
+                Ok((markets, freshness, wallet_count))
             })?
         };
         let freshness = freshness
@@ -177,6 +182,20 @@ impl Store {
         // would raise the start's peak.
         let total: i64 = markets.iter().map(|m| m.long_count + m.short_count).sum();
         let total = usize::try_from(total).unwrap_or(0);
+        // The wallets alike, from the count stored with the version: the
+        // lower half's vector has room for the upper one's, which is moved
+        // into it. Grown by doubling instead, the two vectors of model
+        // structs (over 500 bytes each) held about 420 MB at that move for
+        // 300,000 wallets that take 160 MB, and the merged one kept 280 MB
+        // through the build: the largest share of a whole load's peak
+        // (heaptrack, docs/performance.md).
+        let wallet_count = wallet_count
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0);
+        let room = |upper: bool, all: usize| match upper {
+            false => all,
+            true => all / 2 + all / 16,
+        };
         let read_half = |upper: bool| -> Result<(Vec<Wallet>, Vec<T>), StoreError> {
             let query = wallets::table
                 .filter(wallets::version.le(v))
@@ -189,12 +208,10 @@ impl Store {
                 true => query.filter(wallets::address.ge(ADDRESS_SPLIT)),
             };
             let mut out = Vec::new();
-            // Only a hint: a count that cannot be reserved is read without it.
-            let _ = out.try_reserve_exact(match (upper, merge) {
-                (false, true) => total,
-                _ => total / 2 + total / 16,
-            });
+            // Only hints: a count that cannot be reserved is read without it.
+            let _ = out.try_reserve_exact(room(upper || !merge, total));
             let mut wallets = Vec::new();
+            let _ = wallets.try_reserve_exact(room(upper, wallet_count));
             let mut pooled = self.conn()?;
             stored_in_snapshot(&mut pooled, v, |conn| {
                 for row in query

@@ -14,7 +14,7 @@ use market_snapshot::{RenderedPosition, Snapshot};
 use market_store::{SnapshotMeta, Store, StoreError};
 
 use super::AppState;
-use crate::platform::{lower_thread_priority, process_cpu};
+use crate::platform::{lower_thread_priority, process_cpu, HandBackAtOnce};
 
 /// How often a server checks the database for a new data version (a cheap
 /// query): on SQLite, the only way to learn of one; on PostgreSQL, besides
@@ -190,6 +190,7 @@ fn applied(
 
 /// The data version `meta` loaded whole.
 pub fn whole_snapshot(store: &Store, meta: &SnapshotMeta) -> Result<Snapshot, StoreError> {
+    let _at_once = HandBackAtOnce::new();
     // Positions are rendered from their stored text as they are read (no
     // decimal is parsed and printed again).
     let loaded = store.load_for_serving(meta, RenderedPosition::from_text)?;

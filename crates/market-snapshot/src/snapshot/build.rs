@@ -62,21 +62,42 @@ impl IntoItem for RenderedPosition {
 /// order (`same_value` orders the wallet slots of equal values by address);
 /// positions of unknown markets or wallets are left out. `wallet_of` finds
 /// a position's wallet: its slot and the wallet.
+///
+/// Each market's vector is allocated once, at its count, and `positions`
+/// is taken from its end a block at a time, its memory handed back after
+/// each block: at a whole load's 1.18M positions its two halves' vectors
+/// (about 190 MB) were otherwise held until the last item was made, beside
+/// the items (docs/performance.md, "A whole load's peak").
 pub(super) fn position_items<'w, P: IntoItem>(
-    positions: impl IntoIterator<Item = P>,
+    mut positions: Vec<P>,
     by_symbol: &HashMap<String, usize, foldhash::fast::RandomState>,
     markets: usize,
     wallet_of: impl Fn(&str) -> Option<(u32, &'w Wallet)>,
     same_value: impl Fn(u32, u32) -> Ordering,
 ) -> Vec<Vec<PositionItem>> {
-    let mut grouped: Vec<Vec<PositionItem>> = (0..markets).map(|_| Vec::new()).collect();
-    for p in positions {
-        let (Some(&m), Some((wallet, owner))) = (by_symbol.get(p.symbol()), wallet_of(p.address()))
-        else {
-            continue;
-        };
-        grouped[m].push(p.into_item(wallet, owner));
+    /// Positions made into items between two shrinks of their vector.
+    const BLOCK: usize = 1 << 16;
+    let mut counts = vec![0usize; markets];
+    for p in &positions {
+        if let Some(&m) = by_symbol.get(p.symbol()) {
+            counts[m] += 1;
+        }
     }
+    let mut grouped: Vec<Vec<PositionItem>> = counts.into_iter().map(Vec::with_capacity).collect();
+    while !positions.is_empty() {
+        let from = positions.len().saturating_sub(BLOCK);
+        for p in positions.drain(from..) {
+            let (Some(&m), Some((wallet, owner))) =
+                (by_symbol.get(p.symbol()), wallet_of(p.address()))
+            else {
+                continue;
+            };
+            grouped[m].push(p.into_item(wallet, owner));
+        }
+        positions.shrink_to_fit();
+    }
+    // Items of one market never compare equal (one position per wallet
+    // and market), so the order they were made in does not matter.
     for g in &mut grouped {
         g.sort_unstable_by(|a, b| page_order(a, b, &same_value));
     }
@@ -153,7 +174,8 @@ impl Snapshot {
         // Two parts of references (moving a million model structs cost more
         // than indexing them).
         let parts = positions.chunks(positions.len().div_ceil(2).max(1));
-        Snapshot::build_from(version, observed_at, part, wallets, parts.collect())
+        let parts = parts.map(|p| p.iter().collect()).collect();
+        Snapshot::build_from(version, observed_at, part, wallets, parts)
     }
 
     /// Indexes a version whose positions were rendered as they were read
@@ -175,35 +197,38 @@ impl Snapshot {
         Snapshot::build_from(version, observed_at, part, wallets, positions)
     }
 
-    fn build_from<P: IntoItem, I: IntoIterator<Item = P> + Send>(
+    fn build_from<P: IntoItem + Send>(
         version: i64,
         observed_at: OffsetDateTime,
         part: MarketsPart,
         mut wallets: Vec<Wallet>,
-        parts: Vec<I>,
+        parts: Vec<Vec<P>>,
     ) -> Snapshot {
         if !wallets.is_sorted_by(|a, b| a.address <= b.address) {
             wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
         }
         wallets.dedup_by(|a, b| a.address == b.address);
         // A hash lookup per position, not a binary search over addresses.
-        let slots: HashMap<&str, u32, foldhash::fast::RandomState> = wallets
+        let slot_of: HashMap<&str, u32, foldhash::fast::RandomState> = wallets
             .iter()
             .enumerate()
             .map(|(i, w)| (w.address.as_str(), i as u32))
             .collect();
         let wallet_of = |address: &str| -> Option<(u32, &Wallet)> {
-            slots
+            slot_of
                 .get(address)
                 .map(|&slot| (slot, &wallets[slot as usize]))
         };
         let flags: Vec<u8> = wallets.iter().map(filter_flags).collect();
         // Slots are in address order here, so equal values order by slot.
-        // Each part of the positions is indexed on its own thread, the
-        // wallets on another.
+        // Each part of the positions is indexed on its own thread while
+        // the wallet items are rendered on this one; the model wallets are
+        // then dropped (they are a sixth of a whole load's peak), and the
+        // markets' lists are assembled on another thread while this one
+        // sorts the wallet orders.
         let (markets, by_symbol) = (part.markets.len(), &part.by_symbol);
         let served = wallets.len();
-        let (positions, index) = std::thread::scope(|s| {
+        let (grouped, slots) = std::thread::scope(|s| {
             let parts: Vec<_> = parts
                 .into_iter()
                 .map(|p| {
@@ -212,15 +237,23 @@ impl Snapshot {
                     })
                 })
                 .collect();
+            let slots: Vec<_> = wallets
+                .iter()
+                .map(|w| Some(Arc::new(WalletItem::new(w))))
+                .collect();
+            let grouped: Vec<_> = parts
+                .into_iter()
+                .map(|p| p.join().expect("building positions"))
+                .collect();
+            (grouped, slots)
+        });
+        drop(slot_of);
+        drop(wallets);
+        let (positions, index) = std::thread::scope(|s| {
             let positions = s.spawn(move || {
                 let mut by_market: Vec<Vec<_>> = (0..markets).map(|_| Vec::new()).collect();
-                for p in parts {
-                    for (m, g) in p
-                        .join()
-                        .expect("building positions")
-                        .into_iter()
-                        .enumerate()
-                    {
+                for p in grouped {
+                    for (m, g) in p.into_iter().enumerate() {
                         by_market[m].push(g);
                     }
                 }
@@ -231,12 +264,8 @@ impl Snapshot {
                     .collect();
                 assembled(merged, served)
             });
-            let slots: Vec<_> = wallets
-                .iter()
-                .map(|w| Some(Arc::new(WalletItem::new(w))))
-                .collect();
             let mut index = Wallets {
-                by_address: (0..wallets.len() as u32).collect(),
+                by_address: (0..served as u32).collect(),
                 address_codes: Vec::new(),
                 by_hash: AddressIndex::new(&slots),
                 slots,
@@ -272,6 +301,52 @@ mod tests {
     use market_model::{MarketList, MarketSort, SortOrder};
 
     use crate::snapshot::testing::snapshot;
+
+    #[test]
+    fn every_position_becomes_one_item_across_blocks() {
+        use std::collections::HashMap;
+
+        use super::{page_order, position_items};
+        use crate::snapshot::pages::render;
+
+        let (_, m) = snapshot();
+        // Copies enough for several blocks and a part of one.
+        let copies = (2 << 16) / m.positions.len() + 3;
+        let positions: Vec<_> = (0..copies).flat_map(|_| &m.positions).collect();
+        let by_symbol: HashMap<String, usize, foldhash::fast::RandomState> = m
+            .markets
+            .iter()
+            .enumerate()
+            .map(|(i, market)| (market.symbol.clone(), i))
+            .collect();
+        let wallet_of = |address: &str| {
+            m.wallets
+                .iter()
+                .position(|w| w.address == address)
+                .map(|i| (i as u32, &m.wallets[i]))
+        };
+        let grouped = position_items(
+            positions.clone(),
+            &by_symbol,
+            m.markets.len(),
+            wallet_of,
+            |a, b| a.cmp(&b),
+        );
+        for (i, market) in m.markets.iter().enumerate() {
+            let mut expected: Vec<Vec<u8>> = positions
+                .iter()
+                .filter(|p| p.symbol == market.symbol)
+                .map(|p| render(*p).into())
+                .collect();
+            let mut got: Vec<Vec<u8>> = grouped[i].iter().map(|p| p.json.to_vec()).collect();
+            assert!(grouped[i]
+                .windows(2)
+                .all(|w| page_order(&w[0], &w[1], |a, b| a.cmp(&b)).is_le()));
+            expected.sort();
+            got.sort();
+            assert_eq!(got, expected, "{}", market.symbol);
+        }
+    }
 
     #[test]
     fn rendered_items_are_the_serialized_models() {
