@@ -21,6 +21,7 @@
 # PORT=N moves its four ports (default 18961-18964); TRACK_BIN runs another
 # build's `track`, SERVE_BIN another build's `serve` (both servers);
 # SECOND_BINS the builds of the second server, started in turn (below);
+# WHOLE_BINS those of the last, which loads whole (below);
 # KEEP_DB=FILE keeps a copy of `track`'s database at the end (SQLite's
 # online backup, consistent while `track` writes), to time a migration on
 # it, say.
@@ -103,13 +104,21 @@ for second in "${seconds[@]}"; do
   kill -9 "$SERVER2"
   wait "$SERVER2" 2> /dev/null || true
 done
-# The same start loading the newest version whole, for a same-run ratio.
-start3=$(date +%s%N)
-RUST_LOG=info "$SERVE_BIN" serve --bind "$SERVE2" --database-url "$DB" --access-log false --saved-version none 2> "$WORK/serve3.log" &
-SERVER3=$!
-until curl -sf "http://$SERVE2/healthz" > /dev/null; do sleep 0.05; done
-echo "a serve loading whole: ready $(( ($(date +%s%N) - start3) / 1000000 )) ms after start, resident $(rss $SERVER3 VmRSS) MB, peak $(rss $SERVER3 VmHWM) MB" >&2
-grep "serving data version" "$WORK/serve3.log" | tail -n 1 >&2
+# The same start loading the newest version whole, for a same-run ratio:
+# WHOLE_BINS (default: the server's binary) lists the builds, started in
+# turn and each killed once ready.
+read -ra wholes <<< "${WHOLE_BINS:-}"
+[ ${#wholes[@]} -gt 0 ] || wholes=("$SERVE_BIN")
+for whole in "${wholes[@]}"; do
+  start3=$(date +%s%N)
+  RUST_LOG=info "$whole" serve --bind "$SERVE2" --database-url "$DB" --access-log false --saved-version none 2> "$WORK/serve3.log" &
+  SERVER3=$!
+  until curl -sf "http://$SERVE2/healthz" > /dev/null; do sleep 0.05; done
+  echo "a serve loading whole ($whole): ready $(( ($(date +%s%N) - start3) / 1000000 )) ms after start, resident $(rss $SERVER3 VmRSS) MB, peak $(rss $SERVER3 VmHWM) MB" >&2
+  grep "serving data version" "$WORK/serve3.log" | tail -n 1 >&2
+  kill -9 "$SERVER3"
+  wait "$SERVER3" 2> /dev/null || true
+done
 if [ -n "${KEEP_DB:-}" ]; then
   python3 -c "import sqlite3, sys
 sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" "$DB" "$KEEP_DB"

@@ -11,6 +11,9 @@
 //!   (`Store::merge_journals`): what the appends leave to be paid later.
 //!   A save's whole cost is the first figure plus the second divided by
 //!   the entries a merge carries.
+//! - `merge_check_one_short`: `Store::merge_journals_if_due` with the
+//!   registry's journal a row short of a merge, so nothing is merged:
+//!   what `track` pays once a second to learn that.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use market_model::Decimal;
@@ -103,6 +106,19 @@ fn upsert(c: &mut Criterion) {
             |()| store.merge_journals().unwrap(),
             BatchSize::PerIteration,
         )
+    });
+    store.merge_journals().unwrap();
+    let spread = (ENTRIES / JOURNAL_MERGE_AT as u64).max(1);
+    let short: Vec<RegistryEntry> = (0..JOURNAL_MERGE_AT as u64 - 1)
+        .map(|k| entry((k * spread) % ENTRIES, round + 1))
+        .collect();
+    for batch in short.chunks(SAVED as usize) {
+        store.save_registry(batch).unwrap();
+    }
+    store.checkpoint().unwrap();
+    g.sample_size(20);
+    g.bench_function("merge_check_one_short", |b| {
+        b.iter(|| assert!(!store.merge_journals_if_due().unwrap()))
     });
     g.finish();
 }

@@ -128,24 +128,14 @@ impl Journal {
 
     /// The rows it holds, at most: its numbers' range (a journal is
     /// emptied whole, so its numbers run without gaps but for rolled-back
-    /// appends), read from the ends of its primary key.
+    /// appends), read from the ends of its primary key (see [`ENDS`]).
     pub(crate) fn len(self, conn: &mut DbConnection) -> Result<i64, StoreError> {
-        use diesel::dsl::{max, min};
-        let (low, high): (Option<i64>, Option<i64>) = match self {
-            Journal::Registry => wallet_registry_journal::table
-                .select((
-                    min(wallet_registry_journal::seq),
-                    max(wallet_registry_journal::seq),
-                ))
-                .first(conn)?,
-            Journal::States => scanned_wallets_journal::table
-                .select((
-                    min(scanned_wallets_journal::seq),
-                    max(scanned_wallets_journal::seq),
-                ))
-                .first(conn)?,
+        let sql = match self {
+            Journal::Registry => ENDS[0],
+            Journal::States => ENDS[1],
         };
-        Ok(match (low, high) {
+        let ends: Ends = diesel::sql_query(sql).get_result(conn)?;
+        Ok(match (ends.low, ends.high) {
             (Some(low), Some(high)) => high - low + 1,
             _ => 0,
         })
@@ -244,6 +234,29 @@ pub(crate) fn each_merged<R: AsAddress, T>(
     Ok(count)
 }
 
+/// The lowest and highest numbers of each journal (registry, scan
+/// states), as two scalar subqueries: each is answered from one end of the
+/// primary key. With `min(seq), max(seq)` in one `SELECT`, SQLite reads
+/// every row instead (its min/max shortcut takes a query of one aggregate),
+/// and `track` asks once a second: with a quarter of a million rows
+/// journaled, that was more of `track`'s CPU between publishes than the
+/// publishes themselves (docs/performance.md).
+const ENDS: [&str; 2] = [
+    "SELECT (SELECT min(seq) FROM wallet_registry_journal) AS low, \
+     (SELECT max(seq) FROM wallet_registry_journal) AS high",
+    "SELECT (SELECT min(seq) FROM scanned_wallets_journal) AS low, \
+     (SELECT max(seq) FROM scanned_wallets_journal) AS high",
+];
+
+/// A journal's lowest and highest numbers, `None` when it is empty.
+#[derive(QueryableByName)]
+struct Ends {
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    low: Option<i64>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    high: Option<i64>,
+}
+
 impl crate::Store {
     /// Merges each journal that holds [`MERGE_AT`] rows or more into its
     /// table, each in a transaction of its own; whether any was merged.
@@ -291,6 +304,56 @@ impl crate::Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What SQLite plans for a statement: one line per step.
+    fn plan(conn: &mut diesel::SqliteConnection, sql: &str) -> Vec<String> {
+        #[derive(QueryableByName)]
+        struct Step {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            detail: String,
+        }
+        diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
+            .load::<Step>(conn)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.detail)
+            .collect()
+    }
+
+    #[test]
+    fn a_journals_ends_are_read_without_reading_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(
+            dir.path().join("ends.db").to_str().unwrap(),
+            crate::PoolOptions::default(),
+        )
+        .unwrap();
+        store.migrate().unwrap();
+        let mut conn = store.conn().unwrap();
+        let DbConnection::Sqlite(c) = &mut *conn else {
+            panic!("an SQLite file")
+        };
+        for sql in ENDS {
+            let steps = plan(c, sql);
+            // (The constant row is the one row the outer `SELECT` makes.)
+            let mut scans = steps.iter().filter(|s| s.starts_with("SCAN "));
+            assert!(scans.all(|s| s == "SCAN CONSTANT ROW"), "{sql}: {steps:?}");
+            assert_eq!(
+                steps.iter().filter(|s| s.starts_with("SEARCH ")).count(),
+                2,
+                "{sql}: {steps:?}"
+            );
+        }
+        // The statement this replaced reads every row.
+        let both = "SELECT min(seq), max(seq) FROM wallet_registry_journal";
+        let steps = plan(c, both);
+        assert!(
+            steps
+                .iter()
+                .any(|s| s.starts_with("SCAN wallet_registry_journal")),
+            "{steps:?}"
+        );
+    }
 
     #[test]
     fn the_merges_name_every_column_once_and_take_the_latest_row() {
