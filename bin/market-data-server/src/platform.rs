@@ -1,7 +1,7 @@
 //! Platform tuning, in one place: the server's `unsafe` code besides the
-//! allocator's options in `main.rs`. Each call is a libc function without
-//! preconditions on our memory, and each is best effort (a failure costs
-//! speed, never correctness).
+//! allocator's options in `main.rs`. Each call is a libc function or a
+//! jemalloc setting (`mallctl`) without preconditions on our memory, and
+//! each is best effort (a failure costs speed, never correctness).
 #![allow(unsafe_code)]
 
 use std::time::Duration;
@@ -37,29 +37,26 @@ pub fn process_cpu() -> Option<Duration> {
 
 /// While it is held, memory freed is handed back to the system at once
 /// (jemalloc's `dirty_decay_ms` set to 0 in every arena, and as the default
-/// of arenas made meanwhile); the setting before is restored when it is
-/// dropped. For a whole load: its transient parts are freed while the
-/// version is built, and kept a second longer, as the shipped setting
-/// keeps them (see `main.rs`), they raised the load's peak resident memory
-/// by 0.1 to 0.3 GB at 1.18M positions (docs/performance.md, "A whole
-/// load's peak"). Publishes keep the shipped setting, which makes their
-/// apply faster. Best effort, and nothing where the binary allocates
-/// otherwise.
-pub struct HandBackAtOnce {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    previous: Option<isize>,
-}
+/// of arenas made meanwhile); each arena's setting before is restored when
+/// the last guard is dropped, and arenas made meanwhile get the default
+/// before. For a start that loads a version whole: its transient parts
+/// are freed while the version is built, and kept a second longer, as the
+/// shipped setting keeps them (see `main.rs`), they raised the load's peak
+/// resident memory by 0.1 to 0.3 GB at 1.18M positions
+/// (docs/performance.md, "A whole load's peak"). The setting is the
+/// process's: a thread that frees meanwhile hands the pages back itself,
+/// which made a publish's apply 1.15–1.16× slower than glibc instead of
+/// 0.73–0.78×, so it is not held while anything is served. Best effort,
+/// and nothing where the binary allocates otherwise.
+pub struct HandBackAtOnce(());
 
 impl HandBackAtOnce {
-    /// Hands freed memory back at once until the guard is dropped.
+    /// Hands freed memory back at once until the guard (and every other
+    /// one) is dropped.
     pub fn new() -> HandBackAtOnce {
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        {
-            let previous = jemalloc::set_dirty_decay(0);
-            HandBackAtOnce { previous }
-        }
-        #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-        HandBackAtOnce {}
+        jemalloc::hold();
+        HandBackAtOnce(())
     }
 }
 
@@ -72,36 +69,77 @@ impl Default for HandBackAtOnce {
 impl Drop for HandBackAtOnce {
     fn drop(&mut self) {
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        if let Some(ms) = self.previous {
-            jemalloc::set_dirty_decay(ms);
-        }
+        jemalloc::release();
     }
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod jemalloc {
+    use std::sync::Mutex;
+
     use tikv_jemalloc_ctl::{arenas, raw};
 
-    /// Sets `dirty_decay_ms` of every arena and the default of new ones;
-    /// returns the default before, or `None` when jemalloc refused.
-    pub(super) fn set_dirty_decay(ms: isize) -> Option<isize> {
-        // SAFETY: both settings are `ssize_t` (jemalloc's `mallctl` names),
-        // which `isize` is, and the names are NUL-terminated.
-        let previous = unsafe { raw::update(b"arenas.dirty_decay_ms\0", ms) };
-        let previous = match previous {
-            Ok(previous) => previous,
+    /// The guards held, and the settings they replaced: the default of
+    /// new arenas and each arena's own (by index; `None` where an arena
+    /// was not made yet, or refused).
+    struct Held {
+        guards: usize,
+        default: Option<isize>,
+        arenas: Vec<Option<isize>>,
+    }
+
+    static HELD: Mutex<Held> = Mutex::new(Held {
+        guards: 0,
+        default: None,
+        arenas: Vec::new(),
+    });
+
+    fn held() -> std::sync::MutexGuard<'static, Held> {
+        HELD.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn arena(i: u32) -> Vec<u8> {
+        format!("arena.{i}.dirty_decay_ms\0").into_bytes()
+    }
+
+    // SAFETY (every call below): `arenas.dirty_decay_ms` and
+    // `arena.<i>.dirty_decay_ms` are `ssize_t` (jemalloc's `mallctl`
+    // names), which `isize` is, and the names are NUL-terminated.
+
+    pub(super) fn hold() {
+        let mut held = held();
+        held.guards += 1;
+        if held.guards > 1 {
+            return;
+        }
+        held.default = match unsafe { raw::update(b"arenas.dirty_decay_ms\0", 0_isize) } {
+            Ok(before) => Some(before),
             Err(e) => {
                 log::debug!("jemalloc's dirty_decay_ms could not be set: {e}");
-                return None;
+                None
             }
         };
-        for i in 0..arenas::narenas::read().unwrap_or(0) {
-            let name = format!("arena.{i}.dirty_decay_ms\0");
-            // An arena not made yet refuses; it takes the default set above.
-            // SAFETY: as above.
-            let _ = unsafe { raw::write(name.as_bytes(), ms) };
+        // An arena not made yet refuses; it takes the default set above.
+        held.arenas = (0..arenas::narenas::read().unwrap_or(0))
+            .map(|i| unsafe { raw::update(&arena(i), 0_isize) }.ok())
+            .collect();
+    }
+
+    pub(super) fn release() {
+        let mut held = held();
+        held.guards -= 1;
+        if held.guards > 0 {
+            return;
         }
-        Some(previous)
+        let Some(default) = held.default.take() else {
+            return;
+        };
+        let _ = unsafe { raw::write(b"arenas.dirty_decay_ms\0", default) };
+        let before = std::mem::take(&mut held.arenas);
+        for i in 0..arenas::narenas::read().unwrap_or(0) {
+            let ms = before.get(i as usize).copied().flatten().unwrap_or(default);
+            let _ = unsafe { raw::write(&arena(i), ms) };
+        }
     }
 }
 
@@ -109,21 +147,39 @@ mod jemalloc {
 mod tests {
     use super::HandBackAtOnce;
 
-    fn decay(name: &[u8]) -> isize {
-        // SAFETY: as in `jemalloc::set_dirty_decay`.
-        unsafe { tikv_jemalloc_ctl::raw::read::<isize>(name) }.expect("jemalloc answers")
+    fn decay(name: &str) -> isize {
+        let name = format!("{name}\0");
+        // SAFETY: as in `jemalloc`.
+        unsafe { tikv_jemalloc_ctl::raw::read::<isize>(name.as_bytes()) }.expect("jemalloc answers")
     }
 
+    fn set(name: &str, ms: isize) {
+        let name = format!("{name}\0");
+        // SAFETY: as in `jemalloc`.
+        unsafe { tikv_jemalloc_ctl::raw::write(name.as_bytes(), ms) }.expect("jemalloc answers")
+    }
+
+    /// (The only test of this binary that changes these settings: the
+    /// others would read each other's.)
     #[test]
-    fn freed_memory_goes_back_at_once_while_the_guard_is_held() {
-        let before = decay(b"arenas.dirty_decay_ms\0");
-        assert_ne!(before, 0, "jemalloc's default keeps freed pages a while");
+    fn freed_memory_goes_back_at_once_while_a_guard_is_held() {
+        let default = decay("arenas.dirty_decay_ms");
+        assert_ne!(default, 0, "jemalloc's default keeps freed pages a while");
+        // An arena set apart from the default gets its own setting back.
+        set("arena.0.dirty_decay_ms", 1234);
         {
-            let _at_once = HandBackAtOnce::new();
-            assert_eq!(decay(b"arenas.dirty_decay_ms\0"), 0);
-            assert_eq!(decay(b"arena.0.dirty_decay_ms\0"), 0);
+            let _first = HandBackAtOnce::new();
+            assert_eq!(decay("arenas.dirty_decay_ms"), 0);
+            assert_eq!(decay("arena.0.dirty_decay_ms"), 0);
+            {
+                let _second = HandBackAtOnce::new();
+            }
+            // The other guard is still held.
+            assert_eq!(decay("arenas.dirty_decay_ms"), 0);
+            assert_eq!(decay("arena.0.dirty_decay_ms"), 0);
         }
-        assert_eq!(decay(b"arenas.dirty_decay_ms\0"), before);
-        assert_eq!(decay(b"arena.0.dirty_decay_ms\0"), before);
+        assert_eq!(decay("arenas.dirty_decay_ms"), default);
+        assert_eq!(decay("arena.0.dirty_decay_ms"), 1234);
+        set("arena.0.dirty_decay_ms", default);
     }
 }

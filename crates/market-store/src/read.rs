@@ -238,6 +238,9 @@ impl Store {
         let ((mut wallets, lower), (upper_wallets, upper)) = (lower?, upper?);
         // Both halves are in address order, and every address of the lower
         // one sorts below the upper one's (byte order on both backends).
+        // (Nothing when the stored count made room: a count short of the
+        // rows would otherwise double the vector here.)
+        wallets.reserve_exact(upper_wallets.len());
         wallets.extend(upper_wallets);
         if !wallets.is_sorted_by(|a, b| a.address <= b.address) {
             wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));

@@ -190,7 +190,6 @@ fn applied(
 
 /// The data version `meta` loaded whole.
 pub fn whole_snapshot(store: &Store, meta: &SnapshotMeta) -> Result<Snapshot, StoreError> {
-    let _at_once = HandBackAtOnce::new();
     // Positions are rendered from their stored text as they are read (no
     // decimal is parsed and printed again).
     let loaded = store.load_for_serving(meta, RenderedPosition::from_text)?;
@@ -231,10 +230,15 @@ impl AppState {
                 );
                 (next, how)
             }
-            None => (
-                whole_snapshot(&self.store, &meta)?,
-                "loaded whole".to_owned(),
-            ),
+            None => {
+                // Nothing served yet (a start): the load's transient memory
+                // is handed back as it is freed (see `HandBackAtOnce`).
+                let _at_once = (current.version == 0).then(HandBackAtOnce::new);
+                (
+                    whole_snapshot(&self.store, &meta)?,
+                    "loaded whole".to_owned(),
+                )
+            }
         };
         drop(current);
         let (positions, wallets) = snapshot.counts();

@@ -306,13 +306,23 @@ mod tests {
     fn every_position_becomes_one_item_across_blocks() {
         use std::collections::HashMap;
 
+        use market_model::MarketPosition;
+
         use super::{page_order, position_items};
         use crate::snapshot::pages::render;
 
         let (_, m) = snapshot();
-        // Copies enough for several blocks and a part of one.
+        // Copies enough for several blocks and a part of one, each of
+        // another wallet (a slot of its own), so that no two items tie.
         let copies = (2 << 16) / m.positions.len() + 3;
-        let positions: Vec<_> = (0..copies).flat_map(|_| &m.positions).collect();
+        let positions: Vec<MarketPosition> = (0..copies)
+            .flat_map(|k| {
+                m.positions.iter().map(move |p| MarketPosition {
+                    address: format!("{}-{k}", p.address),
+                    ..p.clone()
+                })
+            })
+            .collect();
         let by_symbol: HashMap<String, usize, foldhash::fast::RandomState> = m
             .markets
             .iter()
@@ -320,13 +330,13 @@ mod tests {
             .map(|(i, market)| (market.symbol.clone(), i))
             .collect();
         let wallet_of = |address: &str| {
-            m.wallets
-                .iter()
-                .position(|w| w.address == address)
-                .map(|i| (i as u32, &m.wallets[i]))
+            let (address, k) = address.rsplit_once('-')?;
+            let k: usize = k.parse().ok()?;
+            let i = m.wallets.iter().position(|w| w.address == address)?;
+            Some(((k * m.wallets.len() + i) as u32, &m.wallets[i]))
         };
         let grouped = position_items(
-            positions.clone(),
+            positions.iter().collect(),
             &by_symbol,
             m.markets.len(),
             wallet_of,
@@ -336,12 +346,12 @@ mod tests {
             let mut expected: Vec<Vec<u8>> = positions
                 .iter()
                 .filter(|p| p.symbol == market.symbol)
-                .map(|p| render(*p).into())
+                .map(|p| render(p).into())
                 .collect();
             let mut got: Vec<Vec<u8>> = grouped[i].iter().map(|p| p.json.to_vec()).collect();
             assert!(grouped[i]
                 .windows(2)
-                .all(|w| page_order(&w[0], &w[1], |a, b| a.cmp(&b)).is_le()));
+                .all(|w| page_order(&w[0], &w[1], |a, b| a.cmp(&b)).is_lt()));
             expected.sort();
             got.sort();
             assert_eq!(got, expected, "{}", market.symbol);
