@@ -128,17 +128,33 @@ impl Journal {
 
     /// The rows it holds, at most: its numbers' range (a journal is
     /// emptied whole, so its numbers run without gaps but for rolled-back
-    /// appends), read from the ends of its primary key (see [`ENDS`]).
+    /// appends), read from the ends of its primary key (see [`Journal::ends`]).
     pub(crate) fn len(self, conn: &mut DbConnection) -> Result<i64, StoreError> {
-        let sql = match self {
-            Journal::Registry => ENDS[0],
-            Journal::States => ENDS[1],
-        };
-        let ends: Ends = diesel::sql_query(sql).get_result(conn)?;
+        let ends: Ends = diesel::sql_query(self.ends()).get_result(conn)?;
         Ok(match (ends.low, ends.high) {
             (Some(low), Some(high)) => high - low + 1,
             _ => 0,
         })
+    }
+
+    /// The statement of its lowest and highest numbers, as two scalar
+    /// subqueries: each is answered from one end of the primary key. With
+    /// `min(seq), max(seq)` in one `SELECT`, SQLite reads every row instead
+    /// (its min/max shortcut takes a query of one aggregate), and `track`
+    /// asks once a second: with a quarter of a million rows journaled,
+    /// that was more of `track`'s CPU between publishes than the publishes
+    /// themselves (docs/performance.md).
+    fn ends(self) -> &'static str {
+        match self {
+            Journal::Registry => {
+                "SELECT (SELECT min(seq) FROM wallet_registry_journal) AS low, \
+                 (SELECT max(seq) FROM wallet_registry_journal) AS high"
+            }
+            Journal::States => {
+                "SELECT (SELECT min(seq) FROM scanned_wallets_journal) AS low, \
+                 (SELECT max(seq) FROM scanned_wallets_journal) AS high"
+            }
+        }
     }
 
     /// Merges it into its table and empties it, in the caller's transaction.
@@ -234,20 +250,6 @@ pub(crate) fn each_merged<R: AsAddress, T>(
     Ok(count)
 }
 
-/// The lowest and highest numbers of each journal (registry, scan
-/// states), as two scalar subqueries: each is answered from one end of the
-/// primary key. With `min(seq), max(seq)` in one `SELECT`, SQLite reads
-/// every row instead (its min/max shortcut takes a query of one aggregate),
-/// and `track` asks once a second: with a quarter of a million rows
-/// journaled, that was more of `track`'s CPU between publishes than the
-/// publishes themselves (docs/performance.md).
-const ENDS: [&str; 2] = [
-    "SELECT (SELECT min(seq) FROM wallet_registry_journal) AS low, \
-     (SELECT max(seq) FROM wallet_registry_journal) AS high",
-    "SELECT (SELECT min(seq) FROM scanned_wallets_journal) AS low, \
-     (SELECT max(seq) FROM scanned_wallets_journal) AS high",
-];
-
 /// A journal's lowest and highest numbers, `None` when it is empty.
 #[derive(QueryableByName)]
 struct Ends {
@@ -333,7 +335,7 @@ mod tests {
         let DbConnection::Sqlite(c) = &mut *conn else {
             panic!("an SQLite file")
         };
-        for sql in ENDS {
+        for sql in Journal::BOTH.map(Journal::ends) {
             let steps = plan(c, sql);
             // (The constant row is the one row the outer `SELECT` makes.)
             let mut scans = steps.iter().filter(|s| s.starts_with("SCAN "));

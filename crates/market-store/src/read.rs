@@ -192,9 +192,11 @@ impl Store {
         let wallet_count = wallet_count
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(0);
-        let room = |upper: bool, all: usize| match upper {
-            false => all,
-            true => all / 2 + all / 16,
+        // Room for `all` when a vector takes both halves, else for a half
+        // and a sixteenth.
+        let room = |both: bool, all: usize| match both {
+            true => all,
+            false => all / 2 + all / 16,
         };
         let read_half = |upper: bool| -> Result<(Vec<Wallet>, Vec<T>), StoreError> {
             let query = wallets::table
@@ -209,9 +211,9 @@ impl Store {
             };
             let mut out = Vec::new();
             // Only hints: a count that cannot be reserved is read without it.
-            let _ = out.try_reserve_exact(room(upper || !merge, total));
+            let _ = out.try_reserve_exact(room(!upper && merge, total));
             let mut wallets = Vec::new();
-            let _ = wallets.try_reserve_exact(room(upper, wallet_count));
+            let _ = wallets.try_reserve_exact(room(!upper, wallet_count));
             let mut pooled = self.conn()?;
             stored_in_snapshot(&mut pooled, v, |conn| {
                 for row in query
