@@ -77,20 +77,35 @@ impl fmt::Display for Decimal {
 #[derive(Clone, Copy, Debug)]
 pub struct Plain<'a>(pub &'a BigDecimal);
 
-impl fmt::Display for Plain<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Plain<'_> {
+    /// Appends the text of [`Display`](fmt::Display) to `out`. A writer of
+    /// many decimals into one text (the store's JSON columns) calls this
+    /// instead of `write!` or serde, whose formatter adapters handle each
+    /// piece of the number apart.
+    pub fn push_to(&self, out: &mut String) {
+        self.write_to(out)
+            .expect("writing to a String does not fail");
+    }
+
+    fn write_to(&self, w: &mut impl fmt::Write) -> fmt::Result {
         let (digits, scale) = self.0.as_bigint_and_scale();
         match digits.to_i128() {
             // Fast path (no allocation) for the usual sizes; the same text as
             // `write_plain_string`, which handles everything else.
-            Some(int) if (-64..=64).contains(&scale) => write_plain(f, int, scale),
-            _ => self.0.write_plain_string(f),
+            Some(int) if (-64..=64).contains(&scale) => write_plain(w, int, scale),
+            _ => self.0.write_plain_string(w),
         }
     }
 }
 
+impl fmt::Display for Plain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_to(f)
+    }
+}
+
 /// Writes `int × 10^-scale` in plain notation.
-fn write_plain(f: &mut fmt::Formatter<'_>, int: i128, scale: i64) -> fmt::Result {
+fn write_plain(f: &mut impl fmt::Write, int: i128, scale: i64) -> fmt::Result {
     let mut buf = [0u8; 40];
     let mut at = buf.len();
     let mut mag = int.unsigned_abs();
@@ -379,6 +394,27 @@ mod tests {
             serde_json::to_string(&PlainDecimal::new("-2.50")).unwrap(),
             "\"-2.50\""
         );
+    }
+
+    #[test]
+    fn pushed_text_is_the_displayed_text() {
+        // Both paths: the small fast one and `BigDecimal`'s own for large
+        // digits or scales.
+        for s in [
+            "0",
+            "-0.5",
+            "1E+3",
+            "12.340",
+            "-4.2E-7",
+            "1E-70",
+            "5E+80",
+            "123456789012345678901234567890123456789012.5",
+        ] {
+            let d: BigDecimal = s.parse().unwrap();
+            let mut out = String::from("[");
+            Plain(&d).push_to(&mut out);
+            assert_eq!(out, format!("[{}", Plain(&d)), "{s}");
+        }
     }
 
     #[test]

@@ -22,7 +22,9 @@
 //!   million entries and of the scan states of every served wallet, as an
 //!   own node's), the same
 //!   changes published again and again on the latest version, and other
-//!   wallets' changes in turn.
+//!   wallets' changes in turn; the last of them also as `track` writes them
+//!   (its checkpoints on another thread) and timed by the publishing
+//!   thread's CPU, the figure of `track`'s log.
 
 mod common;
 
@@ -34,7 +36,7 @@ use market_engine::VersionChanges;
 use market_model::Decimal;
 use market_snapshot::{RenderedPosition, Snapshot};
 use market_store::{
-    DiscoverySource, PoolOptions, PublishWrite, RegistryEntry, SnapshotWrite, Store,
+    Checkpoint, DiscoverySource, PoolOptions, PublishWrite, RegistryEntry, SnapshotWrite, Store,
     TrackedPosition, WalletScanState,
 };
 
@@ -161,7 +163,7 @@ fn publish(c: &mut Criterion) {
         })
         .collect();
     let (wallet_count, position_count) = (m.wallets.len(), m.positions.len());
-    let publish_of = |base_version: i64, p: &Publish| {
+    let publish_on = |store: &Store, base_version: i64, p: &Publish| {
         let (changes, (states, tracked, registry)) = p;
         store
             .publish(
@@ -183,6 +185,7 @@ fn publish(c: &mut Criterion) {
             )
             .unwrap()
     };
+    let publish_of = |base_version: i64, p: &Publish| publish_on(&store, base_version, p);
     // The own node's tables beside the rows, at their size: a registry of
     // a million wallets (the 300,000 served and 700,000 unserved), and a
     // scan state with its followed positions (about 1.2M) for every served
@@ -288,7 +291,43 @@ fn publish(c: &mut Criterion) {
             publish_of(store.latest_snapshot().unwrap().unwrap().version, p)
         })
     });
+    // As `track` writes: its pool leaves the checkpoints to a thread of
+    // its own (here: between the iterations, not timed), and its log gives
+    // the publishing thread's CPU, the figure measured here.
+    let apart = Store::open(
+        dir.path().join("bench.db").to_str().unwrap(),
+        PoolOptions {
+            checkpoint: Checkpoint::Separate,
+            ..PoolOptions::default()
+        },
+    )
+    .unwrap();
+    g.bench_function(
+        format!("write_rotating_thread_cpu_{changed}_of_300k_wallets"),
+        |b| {
+            b.iter_custom(|iters| {
+                let mut cpu = Duration::ZERO;
+                for _ in 0..iters {
+                    turn += 1;
+                    let p = &rotations[turn % ROTATIONS];
+                    apart.checkpoint().unwrap();
+                    let base = apart.latest_snapshot().unwrap().unwrap().version;
+                    let before = thread_cpu();
+                    publish_on(&apart, base, p);
+                    cpu += thread_cpu() - before;
+                }
+                cpu
+            })
+        },
+    );
     g.finish();
+}
+
+/// The calling thread's CPU time so far (`/proc/thread-self/schedstat`, as
+/// `track` reads it for its log).
+fn thread_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+    Duration::from_nanos(stat.split_whitespace().next().unwrap().parse().unwrap())
 }
 
 criterion_group!(benches, publish);

@@ -10,17 +10,14 @@
 //! string in plain notation). The address is the row's.
 
 use market_model::{Decimal, Direction};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
+use crate::column::ColumnWriter;
 use crate::convert::parse;
-use crate::held::{by_symbol, Instant};
+use crate::held::by_symbol;
 use crate::rows::{from_db_time, to_db_time};
 use crate::types::parse_sqlite_time;
 use crate::{StoreError, TrackedPosition};
-
-/// A followed position as written (borrowing the model's fields).
-#[derive(Serialize)]
-struct Written<'a>(&'a str, &'a str, Instant, i32, &'a Decimal);
 
 /// A followed position as read.
 #[derive(Deserialize)]
@@ -31,19 +28,17 @@ struct Read(String, String, String, i32, Decimal);
 /// refused: a wallet holds one position a market.
 pub(crate) fn encode(positions: &mut [&TrackedPosition]) -> Result<String, StoreError> {
     by_symbol(positions, |t| (&t.address, &t.symbol), "followed positions")?;
-    let written: Vec<Written<'_>> = positions
-        .iter()
-        .map(|t| {
-            Written(
-                &t.symbol,
-                t.direction.as_str(),
-                Instant(to_db_time(t.opened_at)),
-                i32::from(t.open_time_known),
-                &t.last_upnl,
-            )
-        })
-        .collect();
-    Ok(serde_json::to_string(&written).expect("followed positions serialize"))
+    let mut w = ColumnWriter::new(positions.len(), 80);
+    for t in positions.iter() {
+        w.item()
+            .str(&t.symbol)
+            .str(t.direction.as_str())
+            .instant(to_db_time(t.opened_at))
+            .int(i32::from(t.open_time_known))
+            .decimal(&t.last_upnl)
+            .end();
+    }
+    Ok(w.finish())
 }
 
 /// The followed positions of `address` its state row's `column` holds, in
