@@ -864,7 +864,6 @@ fn quotes_of<'a>(
         .map(|(a, c)| mapping::quote(a, c))
 }
 
-/// `t` rounded up to the whole second.
 /// CPU time of the calling thread so far, in ns (`/proc/thread-self/schedstat`),
 /// where the system has it: a publish's CPU, its commit included (SQLite
 /// runs in the thread), without the waits for the exchange.
@@ -883,6 +882,7 @@ fn cpu_ms_since(before: Option<u64>) -> String {
         })
 }
 
+/// `t` rounded up to the whole second.
 fn next_second(t: OffsetDateTime) -> OffsetDateTime {
     let whole = t.replace_nanosecond(0).expect("0 is a valid nanosecond");
     if whole < t {
