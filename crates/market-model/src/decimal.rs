@@ -78,10 +78,9 @@ impl fmt::Display for Decimal {
 pub struct Plain<'a>(pub &'a BigDecimal);
 
 impl Plain<'_> {
-    /// Appends the text of [`Display`](fmt::Display) to `out`. A writer of
-    /// many decimals into one text (the store's JSON columns) calls this
-    /// instead of `write!` or serde, whose formatter adapters handle each
-    /// piece of the number apart.
+    /// Appends the text of [`Display`](fmt::Display) to `out`, without a
+    /// formatter in between: for writers of many decimals into one text
+    /// (the store's JSON columns).
     pub fn push_to(&self, out: &mut String) {
         self.write_to(out)
             .expect("writing to a String does not fail");

@@ -1,10 +1,11 @@
 //! The writer of the JSON text columns that hold one array of fields an
 //! item (a wallet's positions in `held.rs`, a scan state's followed
 //! positions in `followed.rs`). It writes the text serde_json writes for
-//! the same fields, but appends each number in one piece: a publish writes
-//! some 30,000 positions of a dozen decimals each, and serde's formatter
-//! adapter (which checks every piece of a number for characters to escape)
-//! was most of the columns' cost (docs/performance.md).
+//! the same fields, but appends each number to the text directly: a
+//! publish writes some 30,000 positions of a dozen decimals and an instant
+//! each, and serde_json's way (`collect_str` through `core::fmt` for every
+//! decimal, seven padded fields for every instant) was most of the
+//! columns' cost (docs/performance.md).
 
 use std::fmt::Write as _;
 
