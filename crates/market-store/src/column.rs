@@ -110,23 +110,13 @@ impl ColumnWriter {
 }
 
 /// Appends `at` as `YYYY-MM-DD HH:MM:SS.fffffffff`: digits placed by hand
-/// for the years 0 to 9999, `write!` (the same text) for any other.
-pub(crate) fn push_instant(out: &mut String, at: PrimitiveDateTime) {
+/// for the years 0 to 9999, [`formatted_instant`] (the same text) for any
+/// other.
+fn push_instant(out: &mut String, at: PrimitiveDateTime) {
     let (d, t) = (at.date(), at.time());
     let year = d.year();
     if !(0..=9999).contains(&year) {
-        write!(
-            out,
-            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:09}",
-            year,
-            u8::from(d.month()),
-            d.day(),
-            t.hour(),
-            t.minute(),
-            t.second(),
-            t.nanosecond()
-        )
-        .expect("writing to a String does not fail");
+        formatted_instant(out, at);
         return;
     }
     let mut buf = *b"0000-00-00 00:00:00.000000000";
@@ -146,6 +136,24 @@ pub(crate) fn push_instant(out: &mut String, at: PrimitiveDateTime) {
     out.push_str(std::str::from_utf8(&buf).expect("ASCII digits"));
 }
 
+/// Appends `at` in the column's form through `write!`: any year, padded
+/// (and signed) as Rust formats it.
+fn formatted_instant(out: &mut String, at: PrimitiveDateTime) {
+    let (d, t) = (at.date(), at.time());
+    write!(
+        out,
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:09}",
+        d.year(),
+        u8::from(d.month()),
+        d.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.nanosecond()
+    )
+    .expect("writing to a String does not fail");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,18 +165,12 @@ mod tests {
     #[derive(Serialize)]
     struct Serde<'a>(&'a str, String, Option<String>, i32, String);
 
+    /// The instant as the columns were written before the writer (its
+    /// `Display` through `write!`).
     fn instant_text(at: PrimitiveDateTime) -> String {
-        let (d, t) = (at.date(), at.time());
-        format!(
-            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:09}",
-            d.year(),
-            u8::from(d.month()),
-            d.day(),
-            t.hour(),
-            t.minute(),
-            t.second(),
-            t.nanosecond()
-        )
+        let mut out = String::new();
+        formatted_instant(&mut out, at);
+        out
     }
 
     fn decimal() -> impl Strategy<Value = BigDecimal> {

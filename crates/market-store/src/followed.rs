@@ -28,6 +28,7 @@ struct Read(String, String, String, i32, Decimal);
 /// refused: a wallet holds one position a market.
 pub(crate) fn encode(positions: &mut [&TrackedPosition]) -> Result<String, StoreError> {
     by_symbol(positions, |t| (&t.address, &t.symbol), "followed positions")?;
+    // About 80 bytes a followed position.
     let mut w = ColumnWriter::new(positions.len(), 80);
     for t in positions.iter() {
         w.item()

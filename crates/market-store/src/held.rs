@@ -14,9 +14,11 @@
 
 use std::borrow::Cow;
 
+use bigdecimal::BigDecimal;
 use market_model::decimal::PlainDecimal;
 use market_model::{Decimal, Direction, MarketPosition, MarketPositionText};
 use serde::Deserialize;
+use time::PrimitiveDateTime;
 
 use crate::column::ColumnWriter;
 use crate::convert::parse;
@@ -49,23 +51,55 @@ pub(crate) fn encode(positions: &mut [&MarketPosition]) -> Result<String, StoreE
     by_symbol(positions, |p| (&p.address, &p.symbol), "positions")?;
     let mut w = ColumnWriter::new(positions.len(), BYTES_EACH);
     for p in positions.iter() {
-        w.item()
-            .str(&p.symbol)
-            .str(p.direction.as_str())
-            .decimal(&p.size)
-            .decimal(&p.entry_price)
-            .decimal(&p.mark_price)
-            .decimal(&p.position_value)
-            .opt_decimal(p.liq_price.as_deref())
-            .decimal(&p.leverage)
-            .decimal(&p.margin)
-            .decimal(&p.u_pnl)
-            .decimal(&p.u_pnl_pct)
-            .decimal(&p.funding_cost)
-            .instant(to_db_time(p.observed_at))
-            .end();
+        write_position(
+            &mut w,
+            &p.symbol,
+            p.direction.as_str(),
+            [
+                &p.size,
+                &p.entry_price,
+                &p.mark_price,
+                &p.position_value,
+                &p.leverage,
+                &p.margin,
+                &p.u_pnl,
+                &p.u_pnl_pct,
+                &p.funding_cost,
+            ],
+            p.liq_price.as_deref(),
+            to_db_time(p.observed_at),
+        );
     }
     Ok(w.finish())
+}
+
+/// One position's fields in the column's order (the module's comment).
+/// `decimals`: size, entry price, mark price, position value, leverage,
+/// margin, uPnL, uPnL %, funding cost.
+fn write_position(
+    w: &mut ColumnWriter,
+    symbol: &str,
+    direction: &str,
+    decimals: [&BigDecimal; 9],
+    liq_price: Option<&BigDecimal>,
+    observed_at: PrimitiveDateTime,
+) {
+    let [size, entry, mark, value, leverage, margin, upnl, upnl_pct, funding] = decimals;
+    w.item()
+        .str(symbol)
+        .str(direction)
+        .decimal(size)
+        .decimal(entry)
+        .decimal(mark)
+        .decimal(value)
+        .opt_decimal(liq_price)
+        .decimal(leverage)
+        .decimal(margin)
+        .decimal(upnl)
+        .decimal(upnl_pct)
+        .decimal(funding)
+        .instant(observed_at)
+        .end();
 }
 
 /// About what one position takes in the column (the demo data's average is
@@ -273,22 +307,15 @@ fn reprinted(address: &str, read: &[Read<'_>]) -> Result<String, StoreError> {
         ));
     }
     let mut w = ColumnWriter::new(fixed.len(), BYTES_EACH);
-    for (symbol, direction, [s, e, m, v, l, g, u, up, fc], liq, at) in &fixed {
-        w.item()
-            .str(symbol)
-            .str(direction)
-            .decimal(s)
-            .decimal(e)
-            .decimal(m)
-            .decimal(v)
-            .opt_decimal(liq.as_deref())
-            .decimal(l)
-            .decimal(g)
-            .decimal(u)
-            .decimal(up)
-            .decimal(fc)
-            .instant(*at)
-            .end();
+    for (symbol, direction, decimals, liq, at) in &fixed {
+        write_position(
+            &mut w,
+            symbol,
+            direction,
+            decimals.each_ref().map(|d| &d.0),
+            liq.as_deref(),
+            *at,
+        );
     }
     Ok(w.finish())
 }
