@@ -45,10 +45,12 @@ track_db() {
 # start_track FAKE FAKE_WS ARGS…: starts `track` (after track_db) against
 # the fake exchange's info API on FAKE and its WebSocket on FAKE_WS, with
 # ARGS added; its log is appended to WORK/track.log and its pid set in TRACK.
+# TRACK_LOG sets its RUST_LOG (default info; the publish's steps:
+# TRACK_LOG=info,market_store::steps=debug,market_tracker::publish=debug).
 start_track() {
   local http=$1 ws=$2
   shift 2
-  RUST_LOG=info "$TRACK_BIN" track --database-url "$DB" --info-url "http://$http/info" \
+  RUST_LOG=${TRACK_LOG:-info} "$TRACK_BIN" track --database-url "$DB" --info-url "http://$http/info" \
     --ws-url "ws://$ws/ws" --leaderboard-url "http://$http/leaderboard" "$@" 2>> "$WORK/track.log" &
   TRACK=$!
 }

@@ -104,7 +104,10 @@ for (table, series), n in sorted(rows.items()):
 per_market_point = bytes_of("history_points", "market") / rows[("history_points", "market")]
 # (An hour's rows may not have started in the second half: whole-run figures.)
 rows, raw, size = r1, w1, s1
-per_market_hour = bytes_of("history_hourly", "market") / rows[("history_hourly", "market")]
+# Hours are copied into the hourly tier only when they leave the points'
+# retention (a week): in a shorter run a point's bytes stand for an hour's.
+hourly_rows = rows.get(("history_hourly", "market"), 0)
+per_market_hour = bytes_of("history_hourly", "market") / hourly_rows if hourly_rows else per_market_point
 rows = {k: v - r0.get(k, 0) for k, v in r1.items()}
 raw = {k: v - w0.get(k, 0) for k, v in w1.items()}
 size = {k: v - s0.get(k, 0) for k, v in s1.items()}

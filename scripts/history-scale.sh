@@ -33,8 +33,8 @@ FROM (SELECT DISTINCT ON (key) series, key, hour, body FROM history_hourly
       WHERE series = 'market' ORDER BY key, hour DESC) h
 CROSS JOIN LATERAL generate_series(h.hour - 364 * 86400000::bigint, h.hour - 1, 3600000) AS t(hour)
 ON CONFLICT DO NOTHING;
-INSERT INTO history_points (series, key, at, body)
-SELECT h.series, h.key, t.at, h.body
+INSERT INTO history_points (hour, series, key, at, body)
+SELECT t.at - t.at % 3600000, h.series, h.key, t.at, h.body
 FROM (SELECT DISTINCT ON (key) series, key, at, body FROM history_points
       WHERE series = 'market' ORDER BY key, at DESC) h
 CROSS JOIN LATERAL generate_series(h.at - 7 * 86400000::bigint, h.at - 1, 60000) AS t(at)
@@ -57,10 +57,10 @@ for interval in 1h 5m; do
     printf "first request of %s history (limit 2160), 20 assets: p50 %.1f ms, max %.1f ms (%d bytes)\n", i, a[int((NR + 1) / 2)], a[NR], b }'
 done
 rm -f /tmp/mds-scale-assets
-echo "plan of the hourly read of one asset over 90 days:"
+echo "plan of one statement of the hourly read of one asset (a week of hours, as the store reads them):"
 psql -qAt "$DB" -c "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)
   SELECT at, body FROM history_hourly
-  WHERE series = 'market' AND key = 'BTC'
-    AND hour >= (SELECT MAX(hour) FROM history_hourly) - 89 * 86400000::bigint
-    AND hour <= (SELECT MAX(hour) FROM history_hourly)
+  WHERE hour = ANY (ARRAY(SELECT generate_series((SELECT MAX(hour) FROM history_hourly) - 167 * 3600000::bigint,
+                                                 (SELECT MAX(hour) FROM history_hourly), 3600000)))
+    AND series = 'market' AND key = 'BTC'
   ORDER BY hour"

@@ -4,7 +4,8 @@
 //! `scan`'s whole versions, on a real store: wallet reads (positions on one
 //! or both dexes, empty, failing, twice between publishes, without marks),
 //! publishes, a wallet whose rows the database refuses, a connection lost
-//! midway through a publish, whole scans, UTC day changes (with them the
+//! midway through a publish, whole scans, compactions of the wallet rows,
+//! UTC day changes (with them the
 //! pruning of history past its retention), a server that misses versions
 //! (pruned meanwhile) and crashes, mid-publish too. After every step, what a
 //! server serves must be the same whether it loads the version whole or
@@ -118,6 +119,9 @@ enum Step {
     Crash,
     /// The tracker dies in the middle of a publish.
     CrashMidPublish,
+    /// The tracker compacts the wallet rows, whatever the publishes
+    /// appended since the last compaction.
+    Compact,
 }
 
 /// Which dexes a read covers.
@@ -145,6 +149,7 @@ struct Paths {
     reads_left_for_later: std::sync::atomic::AtomicU32,
     events: std::sync::atomic::AtomicU32,
     frozen_days: std::sync::atomic::AtomicU32,
+    compactions: std::sync::atomic::AtomicU32,
 }
 
 fn took(path: &std::sync::atomic::AtomicU32) {
@@ -942,6 +947,9 @@ fn run(backend: Backend, steps: &[Step], paths: &Paths) -> Result<(), TestCaseEr
                         published.unwrap_err()
                     );
                 }
+                // As `track` does between its publishes.
+                let pruned = sut.store.prune_history(now);
+                prop_assert!(pruned.is_ok(), "step {n}: pruning failed: {pruned:?}");
                 let left = oracle.publish(now, !oracle.versions_refused);
                 if let (Ok(p), true) = (&published, no_refusals) {
                     prop_assert_eq!(p.left, left, "step {}: reads left for the next publish", n);
@@ -954,6 +962,13 @@ fn run(backend: Backend, steps: &[Step], paths: &Paths) -> Result<(), TestCaseEr
             Step::RefuseVersions => {
                 sut.store.inject(Fault::AnyVersion);
                 oracle.versions_refused = true;
+            }
+            Step::Compact => {
+                let deleted = sut.store.compact_wallet_rows_holding(0);
+                prop_assert!(deleted.is_ok(), "step {n}: compaction failed: {deleted:?}");
+                if deleted.unwrap().is_some_and(|d| d > 0) {
+                    took(&paths.compactions);
+                }
             }
             Step::Heal => {
                 sut.store.clear_faults();
@@ -1264,6 +1279,7 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (2u8..5).prop_map(Step::ServerPauses),
         1 => Just(Step::Crash),
         1 => Just(Step::CrashMidPublish),
+        2 => Just(Step::Compact),
     ]
 }
 
@@ -1325,6 +1341,10 @@ fn model(backend: Backend, cases: u32) {
         ("a read that changed nothing", &p.unchanged_reads),
         ("position events", &p.events),
         ("days frozen at midnight", &p.frozen_days),
+        (
+            "a compaction deleting rows no kept version sees",
+            &p.compactions,
+        ),
     ] {
         let n = n.load(std::sync::atomic::Ordering::Relaxed);
         assert!(

@@ -32,12 +32,12 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use market_engine::VersionChanges;
-use market_model::Decimal;
+use market_engine::{DataVersion, VersionChanges};
+use market_model::{Decimal, MarketPosition};
 use market_snapshot::{RenderedPosition, Snapshot};
 use market_store::{
-    Checkpoint, DiscoverySource, PoolOptions, PublishWrite, RegistryEntry, SnapshotWrite, Store,
-    TrackedPosition, WalletScanState,
+    Checkpoint, DiscoverySource, PoolOptions, Previous, PublishWrite, RegistryEntry, SnapshotWrite,
+    Store, TrackedPosition, WalletScanState,
 };
 
 /// Changed wallets per publish: the own-node figure of the issue, or
@@ -112,7 +112,10 @@ fn beside(
     (states, tracked, registry)
 }
 
-/// A publish's changes and what `track` writes beside them.
+/// A publish's changes, what `track` writes beside them, and what the
+/// base served of the wallets they write (the previous observation
+/// `track` gives a publish: the bench's changes move values, not sizes, so
+/// the generated version's positions stand for any base's).
 type Publish = (
     VersionChanges,
     (
@@ -120,6 +123,7 @@ type Publish = (
         Vec<TrackedPosition>,
         Vec<RegistryEntry>,
     ),
+    (Vec<String>, Vec<MarketPosition>),
 );
 
 /// The sets of changed wallets the rotating write cycles through.
@@ -151,6 +155,7 @@ fn publish(c: &mut Criterion) {
     let step = m.wallets.len() / changed;
     let changes = common::one_usd_more(&m, step, changed);
     let beside_of = beside(&changes);
+    let previous = previous_of(&m, &changes);
     // For the rotating write, as `track`'s publishes: each one changes
     // other wallets than the one before (the next of ROTATIONS sets, every `step`-th wallet from
     // another offset), so the rows it replaces lie where earlier versions
@@ -159,12 +164,13 @@ fn publish(c: &mut Criterion) {
         .map(|offset| {
             let c = common::one_usd_more_from(&m, offset, step, changed);
             let b = beside(&c);
-            (c, b)
+            let p = previous_of(&m, &c);
+            (c, b, p)
         })
         .collect();
     let (wallet_count, position_count) = (m.wallets.len(), m.positions.len());
     let publish_on = |store: &Store, base_version: i64, p: &Publish| {
-        let (changes, (states, tracked, registry)) = p;
+        let (changes, (states, tracked, registry), (previous_wallets, previous_positions)) = p;
         store
             .publish(
                 &PublishWrite {
@@ -178,6 +184,10 @@ fn publish(c: &mut Criterion) {
                     wallet_states: states,
                     tracked,
                     newly_read: &[],
+                    previous: Some(Previous {
+                        wallets: previous_wallets,
+                        positions: previous_positions,
+                    }),
                     registry,
                     freshness: &changes.coverage.wallets,
                 },
@@ -204,11 +214,14 @@ fn publish(c: &mut Criterion) {
     store.save_registry(&registry).unwrap();
     all.wallets = Vec::new();
     all.positions = Vec::new();
-    let base = publish_of(first, &(all, (states, tracked, Vec::new())));
+    let base = publish_of(
+        first,
+        &(all, (states, tracked, Vec::new()), (Vec::new(), Vec::new())),
+    );
     // In the tables, as a running `track`'s are between two merges of
     // their journals; the publishes measured append to the journals.
     store.merge_journals().unwrap();
-    let fixed = (changes, beside_of);
+    let fixed = (changes, beside_of, previous);
     let publish = |base_version: i64| publish_of(base_version, &fixed);
     let changes = &fixed.0;
     publish(base);
@@ -332,3 +345,24 @@ fn thread_cpu() -> Duration {
 
 criterion_group!(benches, publish);
 criterion_main!(benches);
+
+/// What `m` serves of the wallets `changes` writes (each of them it
+/// serves, and their positions): the previous observation `track` gives a
+/// publish.
+fn previous_of(m: &DataVersion, changes: &VersionChanges) -> (Vec<String>, Vec<MarketPosition>) {
+    let written: std::collections::HashSet<&str> =
+        changes.wallets.iter().map(|w| w.address.as_str()).collect();
+    let wallets = m
+        .wallets
+        .iter()
+        .filter(|w| written.contains(w.address.as_str()))
+        .map(|w| w.address.clone())
+        .collect();
+    let positions = m
+        .positions
+        .iter()
+        .filter(|p| written.contains(p.address.as_str()))
+        .cloned()
+        .collect();
+    (wallets, positions)
+}

@@ -1,7 +1,7 @@
 //! The positions a wallet holds, stored in its row (`wallets.positions`):
 //! one JSON array, one array of fields per position. A data version
 //! changes a wallet whole (its row and every position with it), so its
-//! positions are written, closed, pruned and read with that one row: a
+//! positions are written and read with that one row: a
 //! publish of 7,000 wallets writes 7,000 rows, not 7,000 plus the 27,000
 //! rows of their positions, each with its own index entries.
 //!

@@ -1,12 +1,19 @@
 //! History: the market and wallet series and the position events that every
 //! writer records with each data version, their retention, and their reads.
 //!
-//! A series point is stored twice: in `history_points`, once per
-//! observation, kept for [`Retention::points`]; and in `history_hourly`, as
-//! the last observation of its UTC hour (each write replaces the hour's
-//! row), kept for [`Retention::hourly`]. Points are stored rendered (the
-//! JSON object without its leading `time` member), so a read concatenates
-//! them.
+//! A series point is stored in `history_points`, once per observation, kept
+//! for [`Retention::points_days`] (whole UTC hours: an hour goes when all
+//! of it is older). The last observation of each UTC hour is kept for
+//! [`Retention::hourly_days`] in `history_hourly`: an hour's are copied
+//! there when the hour leaves the points ([`roll_up_and_prune`]); until
+//! then a read takes them from the points. Both tiers are keyed by the
+//! hour first, so that a publish writes its points into the current hour's
+//! part of the table, not at a random page of a table that grows all
+//! week, and retention deletes whole hours at the table's start. A read of
+//! one key seeks it in each hour of its window ([`HOURS_A_READ`] at a
+//! time, and no further than its `limit` takes). Points are stored rendered
+//! (the JSON object without its leading `time` member), so a read
+//! concatenates them.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -26,6 +33,7 @@ use crate::connection::MultiBackend;
 use crate::convert::epoch_ms;
 use crate::event_stream::{self, SequencedEvent};
 use crate::schema::{history_hourly, history_points, position_events};
+use crate::steps::Steps;
 use crate::{insert_chunked, DbConnection, Store, StoreError, ADDRESS_CHUNK, MAX_BINDS};
 
 const HOUR_MS: i64 = 3_600_000;
@@ -193,6 +201,8 @@ fn expand(series: Series, time: i64, body: &str, out: &mut Vec<u8>) -> Result<()
 #[derive(Insertable, Clone)]
 #[diesel(table_name = history_points)]
 struct PointRow {
+    /// The UTC hour of `at` (its start, epoch ms).
+    hour: i64,
     series: &'static str,
     key: String,
     at: i64,
@@ -240,14 +250,20 @@ pub(crate) struct Observation<'a> {
     /// Per written wallet, the dexes this observation reads and the previous
     /// one did not: a position there is a first observation, not an opening.
     pub newly_read: &'a [(String, Vec<String>)],
+    /// Whether to apply retention now ([`roll_up_and_prune`]): whole
+    /// writes do; `track` does it between its publishes
+    /// ([`Store::prune_history`]), so that the copy of an hour into the
+    /// hourly tier does not hold up a publish.
+    pub prune: bool,
 }
 
 /// Records an observation: its market and wallet points and, when asked,
-/// the position events against the rows the version closed. Then applies
+/// the position events against the previous observation, and applies
 /// retention.
 pub(crate) fn record(
     conn: &mut DbConnection,
     retention: Retention,
+    steps: &mut Steps,
     obs: &Observation<'_>,
 ) -> Result<(), StoreError> {
     let at = epoch_ms(obs.observed_at);
@@ -262,6 +278,7 @@ pub(crate) fn record(
         .map(|m| {
             let c = cohorts.get(m.symbol.as_str()).copied().unwrap_or_default();
             PointRow {
+                hour: hour_of(at),
                 series: Series::Market.as_str(),
                 key: m.symbol.clone(),
                 at,
@@ -279,6 +296,7 @@ pub(crate) fn record(
     points.extend(obs.wallets.iter().map(|w| {
         let u = upnl.remove(w.address.as_str()).unwrap_or_default();
         PointRow {
+            hour: hour_of(at),
             series: Series::Wallet.as_str(),
             key: w.address.clone(),
             at,
@@ -288,48 +306,44 @@ pub(crate) fn record(
             ),
         }
     }));
-    write_points(conn, at, &points)?;
+    steps.mark("points rendered");
+    write_points(conn, &points)?;
+    steps.mark("points written");
     if obs.events {
         let events = derive_events(obs)?;
+        steps.mark("events derived");
         let written = write_events(conn, &events)?;
+        steps.mark("events written");
         // Enqueued at the wall time (`webhook deliveries` shows when).
         crate::webhooks::enqueue(conn, OffsetDateTime::now_utc(), &written)?;
+        steps.mark("webhooks enqueued");
     }
-    prune(conn, retention, at)
+    if obs.prune {
+        roll_up_and_prune(conn, retention, at)?;
+        steps.mark("history pruned");
+    }
+    Ok(())
 }
 
-/// Writes the points of one observation (they share `at`) to both tiers:
-/// `history_points`, where it replaces a point of the same key and instant
-/// (an observation written again), and the hour's row of `history_hourly`,
-/// which a later observation replaces and an earlier one does not (a writer
-/// that went back in time). Each row is one upsert: nothing stored is read
-/// or deleted first.
-fn write_points(conn: &mut DbConnection, at: i64, points: &[PointRow]) -> Result<(), StoreError> {
-    use diesel::query_dsl::methods::FilterDsl;
+/// The UTC hour of `at` (its start), epoch ms.
+fn hour_of(at: i64) -> i64 {
+    at - at.rem_euclid(HOUR_MS)
+}
+
+/// Writes points; each replaces a point of the same key and instant (an
+/// observation written again). Nothing stored is read or deleted first,
+/// and the points of one observation share their hour: they go into one
+/// part of the table.
+fn write_points(conn: &mut DbConnection, points: &[PointRow]) -> Result<(), StoreError> {
     use diesel::upsert::excluded;
-    let hour = at - at.rem_euclid(HOUR_MS);
     let c = match conn {
-        // A row at a time on statements prepared once (see `cached`).
+        // A row at a time on a statement prepared once (see `cached`).
         DbConnection::Sqlite(c) => {
-            // This function's two statements (see `cached::Upsert`).
             struct PointUpsert;
-            struct HourlyUpsert;
             for p in points {
                 Upsert::<PointUpsert, _>::new(
                     diesel::insert_into(history_points::table).values(p),
-                    " ON CONFLICT (series, key, at) DO UPDATE SET body = excluded.body",
-                )
-                .execute(c)?;
-                Upsert::<HourlyUpsert, _>::new(
-                    diesel::insert_into(history_hourly::table).values((
-                        history_hourly::series.eq(p.series),
-                        history_hourly::key.eq(&p.key),
-                        history_hourly::hour.eq(hour),
-                        history_hourly::at.eq(at),
-                        history_hourly::body.eq(&p.body),
-                    )),
-                    " ON CONFLICT (series, key, hour) DO UPDATE SET at = excluded.at, \
-                     body = excluded.body WHERE history_hourly.at <= excluded.at",
+                    " ON CONFLICT (hour, series, key, at) DO UPDATE SET body = excluded.body",
                 )
                 .execute(c)?;
             }
@@ -337,44 +351,18 @@ fn write_points(conn: &mut DbConnection, at: i64, points: &[PointRow]) -> Result
         }
         DbConnection::Postgresql(c) => c,
     };
-    let hourly: Vec<HourlyRow> = points
-        .iter()
-        .map(|p| HourlyRow {
-            series: p.series,
-            key: p.key.clone(),
-            hour,
-            at,
-            body: p.body.clone(),
-        })
-        .collect();
-    // Sized for the wider of the two tables.
-    let per_chunk = MAX_BINDS / crate::columns_of::<history_hourly::table>();
+    let per_chunk = MAX_BINDS / crate::columns_of::<history_points::table>();
     for values in points.chunks(per_chunk) {
         diesel::insert_into(history_points::table)
             .values(values)
             .on_conflict((
+                history_points::hour,
                 history_points::series,
                 history_points::key,
                 history_points::at,
             ))
             .do_update()
             .set(history_points::body.eq(excluded(history_points::body)))
-            .execute(c)?;
-    }
-    for values in hourly.chunks(per_chunk) {
-        diesel::insert_into(history_hourly::table)
-            .values(values)
-            .on_conflict((
-                history_hourly::series,
-                history_hourly::key,
-                history_hourly::hour,
-            ))
-            .do_update()
-            .set((
-                history_hourly::at.eq(excluded(history_hourly::at)),
-                history_hourly::body.eq(excluded(history_hourly::body)),
-            ))
-            .filter(history_hourly::at.le(excluded(history_hourly::at)))
             .execute(c)?;
     }
     Ok(())
@@ -617,13 +605,43 @@ fn prints_as(d: &Decimal, text: &str) -> bool {
     write!(rest, "{d}").is_ok() && rest.0.is_empty()
 }
 
-/// Deletes what retention no longer keeps, as of `at`.
-fn prune(conn: &mut DbConnection, retention: Retention, at: i64) -> Result<(), StoreError> {
+/// Applies retention as of `at`: copies the last observation of each key
+/// in every hour of points wholly older than their retention into the
+/// hourly tier (a later one than it holds wins; an earlier one, as a
+/// writer back in time wrote it, does not) and deletes that hour's points;
+/// then deletes the hourly points, events and finished webhook deliveries
+/// retention no longer keeps.
+pub(crate) fn roll_up_and_prune(
+    conn: &mut DbConnection,
+    retention: Retention,
+    at: i64,
+) -> Result<(), StoreError> {
     let points_from = at - i64::from(retention.points_days) * DAY_MS;
     let hourly_from = at - i64::from(retention.hourly_days) * DAY_MS;
     let events_from = at - i64::from(retention.events_days) * DAY_MS;
-    diesel::delete(history_points::table.filter(history_points::at.lt(points_from)))
+    // Hours before this one are wholly older than `points_from`.
+    let whole_before = hour_of(points_from);
+    loop {
+        let oldest: Option<i64> = history_points::table
+            .select(diesel::dsl::min(history_points::hour))
+            .first(conn)?;
+        let Some(hour) = oldest.filter(|h| *h < whole_before) else {
+            break;
+        };
+        // The hour is an integer of ours: written into the statement, which
+        // then reads alike on both backends (their placeholders differ).
+        diesel::sql_query(format!(
+            "INSERT INTO history_hourly (series, key, hour, at, body) \
+             SELECT p.series, p.key, p.hour, p.at, p.body FROM history_points p \
+             WHERE p.hour = {hour} AND p.at = (SELECT max(q.at) FROM history_points q \
+             WHERE q.hour = p.hour AND q.series = p.series AND q.key = p.key) \
+             ON CONFLICT (hour, series, key) DO UPDATE SET at = excluded.at, body = excluded.body \
+             WHERE history_hourly.at <= excluded.at"
+        ))
         .execute(conn)?;
+        diesel::delete(history_points::table.filter(history_points::hour.eq(hour)))
+            .execute(conn)?;
+    }
     diesel::delete(history_hourly::table.filter(history_hourly::hour.lt(hourly_from)))
         .execute(conn)?;
     // `seq + 0`, not `seq`: given `max(seq)`, SQLite walks the `seq` index
@@ -680,6 +698,7 @@ pub(crate) fn replace_history(
                 .map(|(k, p)| (Series::Wallet, k, p.observed_at, body_of(Series::Wallet, p))),
         )
         .map(|(series, key, observed_at, body)| PointRow {
+            hour: hour_of(epoch_ms(observed_at)),
             series: series.as_str(),
             key: key.clone(),
             at: epoch_ms(observed_at),
@@ -691,7 +710,7 @@ pub(crate) fn replace_history(
         hourly.push(HourlyRow {
             series: row.series,
             key: row.key.clone(),
-            hour: row.at - row.at.rem_euclid(HOUR_MS),
+            hour: row.hour,
             at: row.at,
             body: row.body.clone(),
         });
@@ -700,7 +719,9 @@ pub(crate) fn replace_history(
         }
     }
     // Generated hours hold one point each; keep the last if not.
-    hourly.sort_by(|a, b| (a.series, &a.key, a.hour, a.at).cmp(&(b.series, &b.key, b.hour, b.at)));
+    // In key order: inserted in order, each lands where the one before did.
+    points.sort_by(|a, b| (a.hour, a.series, &a.key, a.at).cmp(&(b.hour, b.series, &b.key, b.at)));
+    hourly.sort_by(|a, b| (a.hour, a.series, &a.key, a.at).cmp(&(b.hour, b.series, &b.key, b.at)));
     hourly.dedup_by(|later, earlier| {
         let same =
             (later.series, &later.key, later.hour) == (earlier.series, &earlier.key, earlier.hour);
@@ -806,6 +827,107 @@ pub struct EventFilter {
     pub to: Option<i64>,
 }
 
+/// The hours one statement of a history read seeks: a week of them (three
+/// in this crate's tests, so that their windows cross many reads).
+const HOURS_A_READ: i64 = if cfg!(test) { 3 } else { 168 };
+
+/// A tier of the history.
+#[derive(Clone, Copy)]
+enum Tier {
+    /// `history_points`: every observation.
+    Points,
+    /// `history_hourly`: the last observation of each hour.
+    Hourly,
+}
+
+impl Tier {
+    /// The first and last hour it holds, if any (the two ends of its key).
+    fn hours(self, conn: &mut DbConnection) -> Result<Option<(i64, i64)>, StoreError> {
+        use diesel::dsl::{max, min};
+        let (first, last): (Option<i64>, Option<i64>) = match self {
+            Tier::Points => history_points::table
+                .select((min(history_points::hour), max(history_points::hour)))
+                .first(conn)?,
+            Tier::Hourly => history_hourly::table
+                .select((min(history_hourly::hour), max(history_hourly::hour)))
+                .first(conn)?,
+        };
+        Ok(first.zip(last))
+    }
+
+    /// The observations of one key in `hours`, within `[from, to]`, oldest
+    /// first: a seek of the key in each hour.
+    fn read(
+        self,
+        conn: &mut DbConnection,
+        series: Series,
+        key: &str,
+        hours: &[i64],
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(i64, String)>, StoreError> {
+        Ok(match self {
+            Tier::Points => history_points::table
+                .filter(history_points::hour.eq_any(hours))
+                .filter(history_points::series.eq(series.as_str()))
+                .filter(history_points::key.eq(key))
+                .filter(history_points::at.ge(from))
+                .filter(history_points::at.le(to))
+                .order((history_points::hour, history_points::at))
+                .select((history_points::at, history_points::body))
+                .load(conn)?,
+            Tier::Hourly => history_hourly::table
+                .filter(history_hourly::hour.eq_any(hours))
+                .filter(history_hourly::series.eq(series.as_str()))
+                .filter(history_hourly::key.eq(key))
+                .filter(history_hourly::at.ge(from))
+                .filter(history_hourly::at.le(to))
+                .order(history_hourly::hour)
+                .select((history_hourly::at, history_hourly::body))
+                .load(conn)?,
+        })
+    }
+}
+
+/// The buckets of a history read as its observations come, oldest first:
+/// the last observation of each, at most `limit` buckets.
+struct Buckets {
+    interval: HistoryInterval,
+    limit: usize,
+    /// Bucket start and body.
+    kept: Vec<(i64, String)>,
+    /// An observation of a bucket past the limit came: the read is done.
+    done: bool,
+}
+
+impl Buckets {
+    fn new(interval: HistoryInterval, limit: usize) -> Buckets {
+        Buckets {
+            interval,
+            limit,
+            kept: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// Takes the next observation; false once it is past the last bucket.
+    fn take(&mut self, at: i64, body: String) -> bool {
+        let time = self.interval.bucket_of(at);
+        if let Some(kept) = self.kept.last_mut().filter(|kept| kept.0 == time) {
+            kept.1 = body;
+        } else if self.kept.len() == self.limit {
+            self.done = true;
+        } else {
+            self.kept.push((time, body));
+        }
+        !self.done
+    }
+
+    fn full(&self) -> bool {
+        self.done
+    }
+}
+
 impl Store {
     /// Sets how long history is kept by this store's writes.
     pub fn with_retention(mut self, retention: Retention) -> Store {
@@ -818,10 +940,27 @@ impl Store {
         self.retention
     }
 
+    /// Applies retention as of `now`, in one transaction: the hours of
+    /// points wholly older than theirs are copied into the hourly tier and
+    /// deleted, and the hourly points, events and finished webhook
+    /// deliveries past theirs are deleted. Whole versions do this as they
+    /// are written; `track` calls it between its publishes, which do not.
+    pub fn prune_history(&self, now: OffsetDateTime) -> Result<(), StoreError> {
+        self.write_transaction(|conn| {
+            // Takes the write lock first (see `latest_version`).
+            crate::latest_version(conn)?;
+            roll_up_and_prune(conn, self.retention, epoch_ms(now))
+        })
+    }
+
     /// The buckets of one series within `[from, to]` (epoch ms, inclusive),
     /// oldest first, at most `limit`: each bucket shows the last observation
-    /// in it. Intervals of an hour or more read the hourly tier; shorter ones
-    /// read every observation, and the hourly tier before the oldest one kept.
+    /// in it, of those both tiers hold (the points, and the hourly tier's
+    /// last observation of each hour the points no longer hold; one held by
+    /// both, at the same instant, is read once). The window is read a
+    /// week of hours at a time, no further than `limit` takes it, in one
+    /// snapshot of the database: an hour copied from one tier to the other
+    /// meanwhile is read once.
     pub fn history(
         &self,
         series: Series,
@@ -832,55 +971,51 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Bucket>, StoreError> {
         let mut conn = self.conn()?;
-        let conn: &mut DbConnection = &mut conn;
-        let hourly =
-            |conn: &mut DbConnection, until: i64| -> Result<Vec<(i64, String)>, StoreError> {
-                Ok(history_hourly::table
-                    .filter(history_hourly::series.eq(series.as_str()))
-                    .filter(history_hourly::key.eq(key))
-                    .filter(history_hourly::hour.ge(from - from.rem_euclid(HOUR_MS)))
-                    .filter(history_hourly::at.ge(from))
-                    .filter(history_hourly::at.le(until))
-                    .order(history_hourly::hour)
-                    .select((history_hourly::at, history_hourly::body))
-                    .load(conn)?)
+        let last = crate::read::in_one_snapshot(&mut conn, |conn| {
+            let tiers = [
+                (Tier::Hourly, Tier::Hourly.hours(conn)?),
+                (Tier::Points, Tier::Points.hours(conn)?),
+            ];
+            // The hours either tier holds, within the window.
+            let held = tiers.iter().filter_map(|(_, h)| *h);
+            let (Some(lo), Some(hi)) = (held.clone().map(|h| h.0).min(), held.map(|h| h.1).max())
+            else {
+                return Ok(Vec::new());
             };
-        let rows: Vec<(i64, String)> = if interval.ms() >= HOUR_MS {
-            hourly(conn, to)?
-        } else {
-            let oldest: Option<i64> = history_points::table
-                .filter(history_points::series.eq(series.as_str()))
-                .filter(history_points::key.eq(key))
-                .select(diesel::dsl::min(history_points::at))
-                .first(conn)?;
-            let mut rows = match oldest {
-                Some(oldest) if oldest > from => hourly(conn, to.min(oldest - 1))?,
-                None => hourly(conn, to)?,
-                Some(_) => Vec::new(),
-            };
-            rows.extend(
-                history_points::table
-                    .filter(history_points::series.eq(series.as_str()))
-                    .filter(history_points::key.eq(key))
-                    .filter(history_points::at.ge(from))
-                    .filter(history_points::at.le(to))
-                    .order(history_points::at)
-                    .select((history_points::at, history_points::body))
-                    .load::<(i64, String)>(conn)?,
-            );
-            rows
-        };
-        let mut last: Vec<(i64, String)> = Vec::new();
-        for (at, body) in rows {
-            let time = interval.bucket_of(at);
-            if let Some(kept) = last.last_mut().filter(|kept| kept.0 == time) {
-                kept.1 = body;
-            } else if last.len() == limit {
-                break;
-            } else {
-                last.push((time, body));
+            let (mut hour, until) = (hour_of(from).max(lo), hour_of(to).min(hi));
+            let mut buckets = Buckets::new(interval, limit);
+            while hour <= until && !buckets.full() {
+                let hours: Vec<i64> = (0..HOURS_A_READ)
+                    .map(|i| hour + i * HOUR_MS)
+                    .take_while(|h| *h <= until)
+                    .collect();
+                let (first, last) = (hours[0], hours[hours.len() - 1]);
+                hour = last + HOUR_MS;
+                let mut rows: Vec<(i64, String)> = Vec::new();
+                for (tier, held) in &tiers {
+                    // A tier is not asked for hours it does not hold.
+                    if held.is_some_and(|(lo, hi)| lo <= last && first <= hi) {
+                        rows.extend(tier.read(conn, series, key, &hours, from, to)?);
+                    }
+                }
+                // In time order (stable: of two at one instant, the
+                // points' comes last and is the one kept).
+                rows.sort_by_key(|(at, _)| *at);
+                rows.dedup_by(|later, earlier| {
+                    let same = later.0 == earlier.0;
+                    if same {
+                        std::mem::swap(later, earlier);
+                    }
+                    same
+                });
+                for (at, body) in rows {
+                    if !buckets.take(at, body) {
+                        break;
+                    }
+                }
             }
-        }
+            Ok(buckets.kept)
+        })?;
         last.into_iter()
             .map(|(time, body)| {
                 let mut json = Vec::with_capacity(body.len() * 2);

@@ -12,6 +12,7 @@ use time::OffsetDateTime;
 use crate::convert::*;
 use crate::rows::*;
 use crate::schema::*;
+use crate::validity::{self, Latest, Part};
 use crate::{held, DbConnection, Store, StoreError};
 
 /// Metadata of a materialized data version.
@@ -199,15 +200,9 @@ impl Store {
             false => all / 2 + all / 16,
         };
         let read_half = |upper: bool| -> Result<(Vec<Wallet>, Vec<T>), StoreError> {
-            let query = wallets::table
-                .filter(wallets::version.le(v))
-                .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
-                .into_boxed();
-            // No ORDER BY: SQLite sorts the wide rows in a temporary B-tree;
-            // sorting the converted wallets costs less.
-            let query = match upper {
-                false => query.filter(wallets::address.lt(ADDRESS_SPLIT)),
-                true => query.filter(wallets::address.ge(ADDRESS_SPLIT)),
+            let part = match upper {
+                false => Part::Lower,
+                true => Part::Upper,
             };
             let mut out = Vec::new();
             // Only hints: a count that cannot be reserved is read without it.
@@ -216,16 +211,15 @@ impl Store {
             let _ = wallets.try_reserve_exact(room(!upper, wallet_count));
             let mut pooled = self.conn()?;
             stored_in_snapshot(&mut pooled, v, |conn| {
-                for row in query
-                    .select(WalletRow::as_select())
-                    .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
-                {
-                    let (wallet, held) = wallet_from(row?)?;
+                validity::each_valid_row(conn, v, part, |row| {
+                    let (wallet, held) = wallet_from(row)?;
                     read(&wallet.address, &held, &mut out)?;
                     wallets.push(wallet);
-                }
-                Ok(())
+                    Ok(())
+                })
             })?;
+            // Read in no order (SQLite would sort the wide rows in a
+            // temporary B-tree); sorting the converted wallets costs less.
             wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
             Ok((wallets, out))
         };
@@ -262,10 +256,9 @@ impl Store {
     /// coverage report, and at most `max_wallets` wallets changed. `None`
     /// means: load the whole version instead.
     ///
-    /// Rows are valid in version `V` when `version ≤ V < valid_to`, so the
-    /// changes are the wallet rows (each with its positions) inserted after
-    /// `from` that are valid at `V`, and the wallet rows closed after
-    /// `from`.
+    /// The changes are the wallet rows (each with its positions) appended
+    /// after `from` that are valid at `V`, and the wallets whose latest
+    /// change since `from` is a removal (`validity.rs`).
     pub fn load_changes(
         &self,
         from: i64,
@@ -435,26 +428,30 @@ fn changed_rows<T>(
     if from >= v || changed as usize > max_wallets {
         return Ok(None);
     }
+    let latest = Latest::between(conn, from, v)?;
     // Converted as they are read (no vector of rows to convert after),
     // and without ORDER BY: SQLite would sort the wide rows (their
-    // positions with them) in a temporary B-tree.
+    // positions with them) in a temporary B-tree. A row a later one
+    // superseded since is skipped.
     let mut positions = Vec::new();
-    let mut wallets: Vec<Wallet> = wallets::table
+    let mut wallets: Vec<Wallet> = Vec::new();
+    for row in wallets::table
         .filter(wallets::version.gt(from))
         .filter(wallets::version.le(v))
-        .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
         .select(WalletRow::as_select())
         .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?
-        .map(|row| {
-            let (wallet, held) = wallet_from(row?)?;
+    {
+        let row = row?;
+        if latest.is_latest_row(row.version, &row.address) {
+            let (wallet, held) = wallet_from(row)?;
             read(&wallet.address, &held, &mut positions)?;
-            Ok(wallet)
-        })
-        .collect::<Result<_, StoreError>>()?;
+            wallets.push(wallet);
+        }
+    }
     wallets.sort_unstable_by(|a, b| a.address.cmp(&b.address));
     // In address order, as the wallets are.
     let rewritten: Vec<&str> = wallets.iter().map(|w| w.address.as_str()).collect();
-    let Some(removed) = since.removed(conn, v, &rewritten)? else {
+    let Some(removed) = since.removed(conn, v, &latest, &rewritten)? else {
         return Ok(None);
     };
     let markets: Vec<MarketRow> = markets::table
@@ -475,7 +472,7 @@ fn changed_rows<T>(
 /// mode; PostgreSQL's `REPEATABLE READ`), whatever commits meanwhile. A
 /// publish prunes a version's rows in the transaction that deletes its
 /// version row, so a version stored in the snapshot is whole in it.
-fn in_one_snapshot<T>(
+pub(crate) fn in_one_snapshot<T>(
     conn: &mut DbConnection,
     read: impl FnOnce(&mut DbConnection) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
@@ -517,9 +514,8 @@ fn stored_in_snapshot<T>(
 /// are found.
 #[derive(Clone, Copy)]
 enum Since<'a> {
-    /// A version still stored: the removed wallets are the rows closed
-    /// since, and every position closed since must have been closed with
-    /// its wallet.
+    /// A version still stored: the removed wallets are those whose latest
+    /// change since is a removal.
     Stored(i64),
     /// A version that may have been pruned, and the wallets it served.
     Served {
@@ -543,31 +539,21 @@ impl Since<'_> {
         }
     }
 
-    /// The wallets removed between this version and `v`, given the ones
-    /// `rewritten` since (in address order); `None` when the changes are
-    /// not whole.
+    /// The wallets removed between this version and `v`, given the latest
+    /// change of each wallet since (`latest`) and the ones `rewritten`
+    /// since (in address order); `None` when the changes are not whole.
     fn removed(
         self,
         conn: &mut DbConnection,
         v: i64,
+        latest: &Latest,
         rewritten: &[&str],
     ) -> Result<Option<Vec<String>>, StoreError> {
-        let from = self.version();
         match self {
             Since::Stored(_) => {
-                // The wallets whose rows were closed after `from` (their
-                // positions are in their rows).
-                let closed: Vec<String> = wallets::table
-                    .filter(wallets::valid_to.gt(from))
-                    .filter(wallets::valid_to.le(v))
-                    .select(wallets::address)
-                    .load(conn)?;
-                Ok(Some(
-                    closed
-                        .into_iter()
-                        .filter(|a| rewritten.binary_search(&a.as_str()).is_err())
-                        .collect(),
-                ))
+                let mut removed: Vec<String> = latest.removed().map(str::to_owned).collect();
+                removed.sort_unstable();
+                Ok(Some(removed))
             }
             Since::Served {
                 wallets: served, ..
@@ -575,8 +561,10 @@ impl Since<'_> {
                 // Sets of a whole version's wallets (300,000 at an own
                 // node's scale), compared as sorted lists, merged: hashing
                 // each address into sets took most of this read
-                // (docs/performance.md).
-                let valid = valid_at(conn, v)?;
+                // (docs/performance.md). The version may be older than
+                // the last compaction, which deleted the removals before
+                // it: the removed wallets are told from the lists.
+                let valid = validity::valid_addresses(conn, v)?;
                 let valid = in_order(valid.iter().map(String::as_str).collect());
                 // The wallets valid at `v` and not written since `from`.
                 let kept = minus(&valid, rewritten);
@@ -612,35 +600,6 @@ fn minus<'a>(a: &[&'a str], b: &[&str]) -> Vec<&'a str> {
         .collect()
 }
 
-/// The addresses of the wallets valid at version `v` (in the caller's
-/// snapshot). When `v` is the newest version stored, those are the open
-/// rows, whose addresses the open rows' index holds: read from it alone.
-/// Otherwise each row of a version up to `v` is visited for its
-/// `valid_to`: a wide row (its positions with it) at a random place of the
-/// table.
-fn valid_at(conn: &mut DbConnection, v: i64) -> Result<Vec<String>, StoreError> {
-    let newest: Option<i64> = snapshots::table
-        .select(diesel::dsl::max(snapshots::version))
-        .first(conn)?;
-    // Rows are closed by a newer version, and written by one at most as
-    // new as the newest: none valid at the newest is closed, none open
-    // was written after it.
-    Ok(if newest == Some(v) {
-        // In the index's order: SQLite sorts nothing.
-        wallets::table
-            .filter(wallets::valid_to.is_null())
-            .select(wallets::address)
-            .order(wallets::address)
-            .load(conn)?
-    } else {
-        wallets::table
-            .filter(wallets::version.le(v))
-            .filter(wallets::valid_to.is_null().or(wallets::valid_to.gt(v)))
-            .select(wallets::address)
-            .load(conn)?
-    })
-}
-
 /// A whole version's rows besides its positions.
 struct VersionRest {
     markets: Vec<MarketRow>,
@@ -659,11 +618,6 @@ impl VersionRest {
         Ok(loaded)
     }
 }
-
-/// Where a whole version's wallet rows are split between its two reads:
-/// addresses are hexadecimal, so about half sort below `0x8`. Only the
-/// balance of the two reads depends on it, never what they return.
-const ADDRESS_SPLIT: &str = "0x8";
 
 #[cfg(test)]
 mod tests {

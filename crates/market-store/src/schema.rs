@@ -60,9 +60,24 @@ diesel::table! {
         win_rate -> Nullable<Dec>,
         strategy -> Nullable<Text>,
         strategy_confidence -> Nullable<Dec>,
-        valid_to -> Nullable<BigInt>,
         /// The wallet's open positions (JSON; see `held.rs`).
         positions -> Text,
+    }
+}
+
+diesel::table! {
+    /// The versions that stopped serving a wallet (see `validity.rs`).
+    wallet_removals (version, address) {
+        version -> BigInt,
+        address -> Text,
+    }
+}
+
+diesel::table! {
+    /// The version up to which the wallet rows are compacted (one row).
+    wallet_rows_compacted (id) {
+        id -> Integer,
+        through -> BigInt,
     }
 }
 
@@ -233,7 +248,8 @@ diesel::table! {
 }
 
 diesel::table! {
-    history_points (series, key, at) {
+    history_points (hour, series, key, at) {
+        hour -> BigInt,
         series -> Text,
         key -> Text,
         at -> BigInt,
@@ -242,7 +258,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    history_hourly (series, key, hour) {
+    history_hourly (hour, series, key) {
         series -> Text,
         key -> Text,
         hour -> BigInt,
@@ -317,3 +333,4 @@ diesel::table! {
 
 diesel::allow_tables_to_appear_in_same_query!(webhook_endpoints, webhook_deliveries);
 diesel::allow_tables_to_appear_in_same_query!(wallet_registry, wallet_registry_journal);
+diesel::allow_tables_to_appear_in_same_query!(wallets, wallet_removals);

@@ -614,6 +614,86 @@ fn positions_move_into_the_wallet_rows_and_back_exactly() {
     }
 }
 
+/// Wallet rows appended instead of closed in place (migration `000018`):
+/// reverted, every row is closed by its wallet's next row or removal
+/// (`valid_to`), as the old layout had it; migrated again, every closed
+/// row whose wallet the closing version did not write is a removal, and
+/// both kept versions and the changes between them read back as they
+/// were.
+#[test]
+fn wallet_rows_close_by_their_next_row_or_removal_and_back() {
+    use diesel::prelude::*;
+    use diesel::sql_types::Text;
+    for (store, _guard) in stores() {
+        let markets = [market("BTC", "1.5")];
+        let wallets = [wallet("0xaa"), wallet("0xbb"), wallet("0xcc")];
+        let v1 = version_of(
+            datetime!(2026-11-22 01:00:00 UTC),
+            &markets,
+            &wallets,
+            &[position("0xaa", "BTC"), position("0xbb", "BTC")],
+            &[],
+        );
+        write_version(&store, &v1);
+        let first = store.latest_snapshot().unwrap().unwrap();
+        // v2 changes 0xbb, removes 0xcc and adds 0xdd.
+        let mut bb = wallet("0xbb");
+        bb.account_total_value = d("2000.00");
+        let changes = changes_of(&markets, &[bb, wallet("0xdd")], &[], &["0xcc"]);
+        publish_changes(&store, &changes, (3, 1));
+        let second = store.latest_snapshot().unwrap().unwrap();
+        let read = || {
+            let whole = |meta: &SnapshotMeta| {
+                let v = store.load_snapshot(meta).unwrap().version;
+                serde_json::to_string(&(v.wallets, v.positions)).unwrap()
+            };
+            let c = store
+                .load_changes(first.version, &second, 10)
+                .unwrap()
+                .unwrap();
+            (
+                whole(&first),
+                whole(&second),
+                serde_json::to_string(&(c.wallets, c.removed)).unwrap(),
+            )
+        };
+        let before = read();
+
+        let mut conn = store.conn().unwrap();
+        let reverted = revert_through(&mut conn, "000018");
+        #[derive(QueryableByName)]
+        struct Line {
+            #[diesel(sql_type = Text)]
+            line: String,
+        }
+        let mut validity: Vec<String> = diesel::sql_query(format!(
+            "SELECT address || ' ' || CAST(version - {v} AS TEXT) || ' ' \
+             || COALESCE(CAST(valid_to - {v} AS TEXT), 'open') AS line FROM wallets",
+            v = first.version
+        ))
+        .load::<Line>(&mut *conn)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.line)
+        .collect();
+        validity.sort();
+        assert_eq!(
+            validity,
+            [
+                "0xaa 0 open",
+                "0xbb 0 1",
+                "0xbb 1 open",
+                "0xcc 0 1",
+                "0xdd 1 open"
+            ],
+            "each row closed by its wallet's next row or removal"
+        );
+        drop(conn);
+        assert_eq!(store.migrate().unwrap(), reverted);
+        assert_eq!(read(), before);
+    }
+}
+
 /// The followed positions moved from a table of their own into their
 /// wallets' state rows (migration `000015`): reverted, each is a row again
 /// with its text; migrated again, each wallet follows what it did, and a
@@ -1175,27 +1255,66 @@ fn incremental_publishes_read_back_as_whole_versions() {
             "v1 was pruned"
         );
         use diesel::prelude::*;
-        let mut conn = store.conn().unwrap();
-        let rows: Vec<(String, String)> = crate::schema::wallets::table
-            .order(crate::schema::wallets::address)
-            .select((
-                crate::schema::wallets::address,
-                crate::schema::wallets::positions,
-            ))
-            .load(&mut *conn)
-            .unwrap();
-        // Kept versions (v2, v3) see only the open rows: the rows closed by
-        // v2 are gone, and the positions with them.
-        let held: Vec<(&str, usize)> = rows
-            .iter()
-            .map(|(a, p)| (a.as_str(), crate::held::models(a, p).unwrap().len()))
-            .collect();
+        let stored = || -> Vec<(String, usize)> {
+            let mut conn = store.conn().unwrap();
+            let rows: Vec<(String, String)> = crate::schema::wallets::table
+                .order((
+                    crate::schema::wallets::address,
+                    crate::schema::wallets::version,
+                ))
+                .select((
+                    crate::schema::wallets::address,
+                    crate::schema::wallets::positions,
+                ))
+                .load(&mut *conn)
+                .unwrap();
+            rows.iter()
+                .map(|(a, p)| (a.clone(), crate::held::models(a, p).unwrap().len()))
+                .collect()
+        };
+        let held = |rows: &[(&str, usize)]| -> Vec<(String, usize)> {
+            rows.iter().map(|(a, n)| (a.to_string(), *n)).collect()
+        };
+        // Publishes only append: the rows v2 superseded (0xbb's) and
+        // removed (0xcc's) are stored until a compaction.
         assert_eq!(
-            held,
-            [("0xaa", 1), ("0xbb", 1), ("0xdd", 1)],
+            stored(),
+            held(&[
+                ("0xaa", 1),
+                ("0xbb", 2),
+                ("0xbb", 1),
+                ("0xcc", 1),
+                ("0xdd", 1)
+            ])
+        );
+        assert_eq!(
+            store.compact_wallet_rows_holding(i64::MAX).unwrap(),
+            None,
+            "not due"
+        );
+        assert_eq!(store.compact_wallet_rows_holding(0).unwrap(), Some(2));
+        // Kept versions (v2, v3) see only the latest rows: the rows v2
+        // superseded or removed are gone, and the positions with them.
+        assert_eq!(
+            stored(),
+            held(&[("0xaa", 1), ("0xbb", 1), ("0xdd", 1)]),
             "only rows a kept version can see remain"
         );
-        drop(conn);
+        assert_eq!(
+            store.compact_wallet_rows_holding(0).unwrap(),
+            Some(0),
+            "compacted up to the oldest version already"
+        );
+        // The catch-up from v1 reads the same across the compaction, which
+        // deleted the removal of 0xcc and the rows v1 served.
+        let again = since_served(&served).unwrap();
+        assert_eq!(again.wallets, caught_up.wallets);
+        assert_eq!(again.positions, caught_up.positions);
+        assert_eq!(again.removed, ["0xcc"]);
+        assert_eq!(
+            store.load_snapshot(&v3_meta).unwrap().version.wallets,
+            at_v3.version.wallets
+        );
         // v4 removes 0xaa, which v3 still serves. Caught up to v3 (no longer
         // the newest), 0xaa is kept: the wallets valid at v3 are not the
         // open rows now.
@@ -1260,6 +1379,7 @@ fn publishes_replace_the_scan_state_of_every_wallet_read_and_refuse_a_stale_base
                         wallet_states: states,
                         tracked,
                         newly_read: &[],
+                        previous: None,
                         registry: &[],
                         freshness: &freshness,
                     },
@@ -1419,6 +1539,7 @@ fn a_publish_prepares_its_inserts_once_per_connection() {
                     wallet_states: read,
                     tracked: &tracked,
                     newly_read: &[],
+                    previous: None,
                     registry: &registry,
                     freshness: &freshness,
                 },
@@ -1440,14 +1561,14 @@ fn a_publish_prepares_its_inserts_once_per_connection() {
         &[state("0xaa", true), state("0xee", false)],
         false,
     );
-    for table in ["history_points", "history_hourly"] {
-        assert!(
-            first
-                .iter()
-                .any(|sql| sql.contains(table) && sql.contains("ON CONFLICT")),
-            "the upsert of {table} is cached: {first:#?}"
-        );
-    }
+    // (A publish writes no hourly point: an hour is copied into that tier
+    // when it leaves the points' retention.)
+    assert!(
+        first
+            .iter()
+            .any(|sql| sql.contains("history_points") && sql.contains("ON CONFLICT")),
+        "the upsert of history_points is cached: {first:#?}"
+    );
     for journal in ["scanned_wallets_journal", "wallet_registry_journal"] {
         assert!(
             first
@@ -1615,10 +1736,12 @@ fn states_and_registry_are_clustered_on_their_address_and_move_back_exactly() {
     drop(conn);
     assert_eq!(without_rowid(&store), 0, "tables with a rowid again");
     assert_eq!(columns(&store), layout, "the same columns either way");
-    // (The store reads through the journals of migration 000017, reverted
+    // (Migrations 000018 of the wallet rows and 000019 of the history are
+    // reverted too. The store reads through the journals of migration
+    // 000017, reverted
     // with it: its down merged the registry's journal into the table,
     // which the read after migrating again shows.)
-    assert_eq!(reverted, 2);
+    assert_eq!(reverted, 4);
     assert_eq!(store.migrate().unwrap(), reverted);
     assert_eq!(without_rowid(&store), 2);
     assert_eq!(columns(&store), layout);
@@ -1628,11 +1751,10 @@ fn states_and_registry_are_clustered_on_their_address_and_move_back_exactly() {
 #[test]
 fn batch_sizes_follow_the_schema() {
     use crate::schema::*;
-    // The tables' widths: an upper bound of each inserted row's parameters
-    // (the wallet rows leave out one column of the 22).
+    // The tables' widths: an upper bound of each inserted row's parameters.
     assert_eq!(crate::columns_of::<candles::table>(), 9);
     assert_eq!(crate::columns_of::<markets::table>(), 16);
-    assert_eq!(crate::columns_of::<wallets::table>(), 22);
+    assert_eq!(crate::columns_of::<wallets::table>(), 21);
     assert_eq!(crate::columns_of::<wallet_registry::table>(), 13);
 }
 
@@ -1946,6 +2068,192 @@ fn an_hour_keeps_its_latest_observation_and_a_rewritten_instant_replaces_its_poi
     }
 }
 
+/// History stored hour first (migration `000019`): reverted, the points
+/// and the hourly tier are keyed by series and key again and every hour
+/// the points hold has its hourly row (as publishes wrote them before);
+/// migrated again, every read of both series gives what it gave.
+#[test]
+fn history_moves_to_hour_first_keys_and_back() {
+    use crate::{Retention, Series};
+    use diesel::prelude::*;
+    use diesel::sql_types::BigInt;
+    use market_model::HistoryInterval;
+    for (store, _guard) in stores() {
+        // Points for a day: the first hours go to the hourly tier.
+        let store = store.with_retention(Retention {
+            points_days: 1,
+            ..Retention::default()
+        });
+        let t0 = datetime!(2026-11-18 10:00:00 UTC);
+        for (minutes, price) in [
+            (0, "1"),
+            (20, "2"),
+            (70, "3"),
+            (1500, "4"),
+            (1510, "5"),
+            (1570, "6"),
+        ] {
+            let at = t0 + time::Duration::minutes(minutes);
+            let version = version_of(
+                at,
+                &[market("BTC", price)],
+                &[wallet("0xaa")],
+                &[position("0xaa", "BTC")],
+                &[],
+            );
+            write_version(&store, &version);
+        }
+        let read = || -> Vec<Vec<Vec<u8>>> {
+            let mut all = Vec::new();
+            for (series, key) in [(Series::Market, "BTC"), (Series::Wallet, "0xaa")] {
+                for interval in [HistoryInterval::M5, HistoryInterval::H1] {
+                    let buckets = store
+                        .history(series, key, interval, 0, i64::MAX / 2, 100)
+                        .unwrap();
+                    all.push(buckets.into_iter().map(|b| b.json).collect());
+                }
+            }
+            all
+        };
+        let before = read();
+        // The 18th's hours in the hourly tier (10:20, 11:10), the 19th's
+        // three points.
+        assert_eq!(before[0].len(), 5);
+        let mut conn = store.conn().unwrap();
+        let reverted = revert_through(&mut conn, "000019");
+        #[derive(QueryableByName)]
+        struct Count {
+            #[diesel(sql_type = BigInt)]
+            n: i64,
+        }
+        let count = |conn: &mut DbConnection, sql: &str| {
+            diesel::sql_query(sql).get_result::<Count>(conn).unwrap().n
+        };
+        // The 18th's 10:00 and 11:00 (the hourly tier's) and the 19th's
+        // 11:00 and 12:00 (from the points), for both series.
+        assert_eq!(
+            count(&mut conn, "SELECT COUNT(*) AS n FROM history_hourly"),
+            8
+        );
+        assert_eq!(
+            count(
+                &mut conn,
+                "SELECT COUNT(*) AS n FROM history_points WHERE series = 'market' AND key = 'BTC' AND at > 0"
+            ),
+            3,
+            "the points keep their rows"
+        );
+        drop(conn);
+        assert_eq!(store.migrate().unwrap(), reverted);
+        assert_eq!(read(), before);
+    }
+}
+
+/// The model-based test of the history's two tiers: any sequence of
+/// observations of a market (in time order or back in time, an instant
+/// written again), each a whole version that applies retention as it is
+/// written, reads back, for any window, interval and limit, the buckets a
+/// plain list says: each observation is kept as a point until all of its
+/// hour is older than the points' retention, then the last one of its hour
+/// is kept (a later one replacing it, an earlier one not) while the hour
+/// is within the hourly retention; a bucket shows the last observation
+/// kept in it. On SQLite, and on PostgreSQL when `TEST_DATABASE_URL` is
+/// set.
+#[test]
+fn history_reads_what_a_plain_list_of_observations_says() {
+    use crate::{Retention, Series};
+    use market_model::HistoryInterval;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    const MIN: i64 = 60_000;
+    const HOUR: i64 = 60 * MIN;
+    const DAY: i64 = 24 * HOUR;
+    let retention = Retention {
+        points_days: 2,
+        hourly_days: 5,
+        events_days: 5,
+    };
+    let t0 = datetime!(2026-11-18 00:00:00 UTC);
+    let ms0 = crate::convert::epoch_ms(t0);
+    let hour_of = |at: i64| at - at.rem_euclid(HOUR);
+    let config = ProptestConfig {
+        cases: 24,
+        ..ProptestConfig::default()
+    };
+    let interval = prop_oneof![
+        Just(HistoryInterval::M5),
+        Just(HistoryInterval::M15),
+        Just(HistoryInterval::H1),
+        Just(HistoryInterval::H4),
+        Just(HistoryInterval::D1),
+    ];
+    // Minutes after `t0` over nine days (most in a few hours, so that
+    // hours hold several), and a price.
+    let minute = prop_oneof![
+        0i64..9 * 24 * 60,
+        0i64..4 * 60,
+        6 * 24 * 60_i64..6 * 24 * 60 + 240
+    ];
+    proptest!(config, |(
+        writes in proptest::collection::vec((minute, 1u32..1000), 1..20),
+        from in 0i64..10 * 24 * 60,
+        span in 0i64..10 * 24 * 60,
+        interval in interval,
+        limit in 1usize..40,
+    )| {
+        // The oracle: every observation, as the retention applied at each
+        // write leaves it.
+        let mut points: BTreeMap<i64, u32> = BTreeMap::new();
+        let mut hourly: BTreeMap<i64, (i64, u32)> = BTreeMap::new();
+        for (minute, price) in &writes {
+            let at = ms0 + minute * MIN;
+            points.insert(at, *price);
+            let whole_before = hour_of(at - i64::from(retention.points_days) * DAY);
+            let rolled: Vec<i64> = points.keys().copied().filter(|a| hour_of(*a) < whole_before).collect();
+            for a in rolled {
+                let p = points.remove(&a).unwrap();
+                let kept = hourly.entry(hour_of(a)).or_insert((a, p));
+                if kept.0 <= a {
+                    *kept = (a, p);
+                }
+            }
+            hourly.retain(|h, _| *h >= at - i64::from(retention.hourly_days) * DAY);
+        }
+        let mut all: BTreeMap<i64, u32> = hourly.values().copied().collect();
+        all.extend(points);
+        let (from, to) = (ms0 + from * MIN, ms0 + (from + span) * MIN);
+        let mut expected: Vec<(i64, String)> = Vec::new();
+        for (at, price) in all.range(from..=to) {
+            let time = interval.bucket_of(*at);
+            if let Some(last) = expected.last_mut().filter(|last| last.0 == time) {
+                last.1 = price.to_string();
+            } else if expected.len() == limit {
+                break;
+            } else {
+                expected.push((time, price.to_string()));
+            }
+        }
+        for (store, _guard) in stores() {
+            let store = store.with_retention(retention);
+            for (minute, price) in &writes {
+                let at = t0 + time::Duration::minutes(*minute);
+                let price = price.to_string();
+                write_version(&store, &version_of(at, &[market("BTC", &price)], &[], &[], &[]));
+            }
+            let read: Vec<(i64, String)> = store
+                .history(Series::Market, "BTC", interval, from, to, limit)
+                .unwrap()
+                .into_iter()
+                .map(|b| {
+                    let v: serde_json::Value = serde_json::from_slice(&b.json).unwrap();
+                    (b.time, v["price"].as_str().unwrap().to_owned())
+                })
+                .collect();
+            prop_assert_eq!(&read, &expected);
+        }
+    });
+}
+
 #[test]
 fn events_are_numbered_in_write_order_and_replayed_after_a_number() {
     use crate::{EventBounds, EventFilter, Retention};
@@ -2194,6 +2502,7 @@ fn publish_changes(store: &Store, changes: &VersionChanges, counts: (usize, usiz
                 wallet_states: &[],
                 tracked: &[],
                 newly_read: &[],
+                previous: None,
                 registry: &[],
                 freshness: &changes.coverage.wallets,
             },
@@ -2608,6 +2917,7 @@ fn publish_states(
             wallet_states: &states,
             tracked: &tracked,
             newly_read: &[],
+            previous: None,
             registry: entries,
             freshness: &freshness,
         },

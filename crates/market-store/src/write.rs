@@ -2,13 +2,14 @@
 //! [`latest_version`]: whole versions (`seed-demo`'s
 //! [`Store::replace_dataset`], `scan`'s [`Store::write_scan`],
 //! [`Store::write_snapshot`]), `track`'s incremental publishes
-//! ([`Store::publish`]: it closes the open rows of the wallets that changed,
-//! `valid_to` = the new version, and inserts their new rows, each holding
-//! the wallet's positions; markets and
-//! current levels are small and written whole with every version), and
-//! pruning ([`prune_before`]).
+//! ([`Store::publish`]: it appends a row for each wallet that changed,
+//! holding the wallet's positions, and a removal for each wallet no longer
+//! served; markets and current levels are small and written whole with
+//! every version), and pruning ([`prune_before`] for the versions,
+//! [`Store::compact_wallet_rows_if_due`] for the wallet rows no kept
+//! version can see; `validity.rs` has the rules).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use diesel::prelude::*;
 use market_engine::{DataVersion, MarketFigures, VersionChanges};
@@ -21,10 +22,11 @@ use crate::registry::append_registry;
 use crate::rows::*;
 use crate::scan_state::write_wallet_states;
 use crate::schema::*;
+use crate::steps::Steps;
+use crate::validity::{self, Part};
 use crate::{
     candle_rows, history_rows, insert_chunked, market_rows, wallet_row, DbConnection, Progress,
-    RegistryEntry, Retention, Store, StoreError, TrackedPosition, WalletScanState, ADDRESS_CHUNK,
-    MAX_BINDS,
+    RegistryEntry, Retention, Store, StoreError, TrackedPosition, WalletScanState, MAX_BINDS,
 };
 
 /// A data version to write: the engine's materialized output.
@@ -111,10 +113,26 @@ pub struct PublishWrite<'a> {
     /// did not (a sweep's first look at them): the positions found there are
     /// first observations in the position events, not openings.
     pub newly_read: &'a [(String, Vec<String>)],
+    /// The base version's observation of the changed wallets, which their
+    /// position events are derived against, when the writer holds it
+    /// (`track` does: the observation it published last). `None`: the
+    /// store reads it, which reads every wallet row of the base version.
+    pub previous: Option<Previous<'a>>,
     /// Registry entries to save with this version.
     pub registry: &'a [RegistryEntry],
     /// Freshness of every tracked wallet as of `observed_at`.
     pub freshness: &'a WalletFreshness,
+}
+
+/// What the base version served of the wallets a publish writes (see
+/// [`PublishWrite::previous`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Previous<'a> {
+    /// The wallets of [`VersionChanges::wallets`] that the base version
+    /// serves (each of them, whether it holds positions or not).
+    pub wallets: &'a [String],
+    /// Their positions, as the base version serves them.
+    pub positions: &'a [MarketPosition],
 }
 
 impl Store {
@@ -129,6 +147,7 @@ impl Store {
             latest_version(conn)?;
             let version = insert_snapshot(conn, self.retention, snap, true, &[], progress)?;
             prune_before(conn, version - 1)?;
+            validity::compact(conn, version - 1)?;
             Ok(version)
         })
     }
@@ -143,6 +162,7 @@ impl Store {
         self.write_transaction(|conn| {
             latest_version(conn)?;
             diesel::delete(wallets::table).execute(conn)?;
+            diesel::delete(wallet_removals::table).execute(conn)?;
             diesel::delete(markets::table).execute(conn)?;
             // Generated history replaces the stored one; its events lead to
             // the positions written now, so none are derived.
@@ -157,6 +177,8 @@ impl Store {
                 insert_snapshot(conn, self.retention, &data.snapshot, false, &[], progress)?;
             diesel::delete(snapshots::table.filter(snapshots::version.ne(version)))
                 .execute(conn)?;
+            // Every row is of this version: one a wallet.
+            validity::reset(conn, version)?;
             diesel::delete(liquidity_levels::table).execute(conn)?;
             diesel::delete(liquidity_days::table).execute(conn)?;
             diesel::delete(candles::table).execute(conn)?;
@@ -201,6 +223,7 @@ impl Store {
                 progress,
             )?;
             prune_before(conn, version - 1)?;
+            validity::compact(conn, version - 1)?;
             // A scan's states replace every stored one: the table and its
             // journal are emptied, the states appended and merged at once.
             diesel::delete(scanned_wallets::table).execute(conn)?;
@@ -214,7 +237,48 @@ impl Store {
     /// Writes an incremental publish in one transaction and prunes what the
     /// previous version no longer needs. Returns the new version.
     pub fn publish(&self, p: &PublishWrite<'_>, progress: Progress<'_>) -> Result<i64, StoreError> {
-        self.write_transaction(|conn| self.write_publish(conn, p, progress))
+        let mut steps = Steps::start();
+        let version =
+            self.write_transaction(|conn| self.write_publish(conn, p, &mut steps, progress))?;
+        steps.mark("commit");
+        steps.log(&format!(
+            "publish of version {version} ({} wallets written, {} removed)",
+            p.changes.wallets.len(),
+            p.changes.removed.len()
+        ));
+        Ok(version)
+    }
+
+    /// Compacts the wallet rows when the rows appended since the last
+    /// compaction are a quarter of those before it (at least
+    /// [`COMPACT_AT_LEAST`]): deletes every row that no stored version can
+    /// see any more, in one transaction. Returns the rows deleted, `None`
+    /// when it was not due. `track` calls it between its publishes;
+    /// whole writes compact as they write.
+    pub fn compact_wallet_rows_if_due(&self) -> Result<Option<usize>, StoreError> {
+        self.compact_wallet_rows_holding(COMPACT_AT_LEAST)
+    }
+
+    /// [`Store::compact_wallet_rows_if_due`] with `min_rows` in place of
+    /// [`COMPACT_AT_LEAST`] (0: whenever anything was appended).
+    pub fn compact_wallet_rows_holding(&self, min_rows: i64) -> Result<Option<usize>, StoreError> {
+        // Counted outside the compaction's transaction: on SQLite a
+        // transaction that read before it wrote would fail at once whenever
+        // another writer committed in between (see `latest_version`).
+        let counts = validity::row_counts(&mut *self.conn()?)?;
+        if !validity::compaction_due(counts, min_rows) {
+            return Ok(None);
+        }
+        self.write_transaction(|conn| {
+            latest_version(conn)?;
+            let oldest: Option<i64> = snapshots::table
+                .select(diesel::dsl::min(snapshots::version))
+                .first(conn)?;
+            match oldest {
+                Some(oldest) => Ok(Some(validity::compact(conn, oldest)?)),
+                None => Ok(None),
+            }
+        })
     }
 
     /// Runs every write of [`Store::publish`] and rolls them back: whether
@@ -222,7 +286,7 @@ impl Store {
     /// changed either way.
     pub fn try_publish(&self, p: &PublishWrite<'_>) -> Result<(), StoreError> {
         let result = self.write_transaction(|conn| {
-            self.write_publish(conn, p, &mut |_, _, _| {})?;
+            self.write_publish(conn, p, &mut Steps::start(), &mut |_, _, _| {})?;
             Err::<(), _>(StoreError::Query(
                 diesel::result::Error::RollbackTransaction,
             ))
@@ -266,6 +330,7 @@ impl Store {
         &self,
         conn: &mut DbConnection,
         p: &PublishWrite<'_>,
+        steps: &mut Steps,
         progress: Progress<'_>,
     ) -> Result<i64, StoreError> {
         let latest = crate::latest_version(conn)?;
@@ -275,21 +340,22 @@ impl Store {
                 found: latest,
             });
         }
+        steps.mark("lock");
         let c = p.changes;
         write_days_and_candles(conn, p.frozen_days, p.candles, progress)?;
         let counts = (p.wallet_count, p.position_count);
         let version = insert_version(conn, p.source, c, counts, progress)?;
-        let touched: Vec<&str> = c
-            .wallets
-            .iter()
-            .map(|w| w.address.as_str())
-            .chain(c.removed.iter().map(String::as_str))
-            .collect();
-        let closed = close_open_rows(conn, version, Some(&touched), true)?;
-        // Events are derived against the closed rows: the previous observation.
+        steps.mark("version and markets");
+        let previous = match p.previous {
+            Some(previous) => previous_columns(&previous)?,
+            None => base_columns(conn, p.base_version, Some(&c.wallets))?,
+        };
+        steps.mark("previous observation");
+        // Events are derived against the previous observation.
         crate::history::record(
             conn,
             self.retention(),
+            steps,
             &crate::history::Observation {
                 observed_at: c.observed_at,
                 markets: &c.markets,
@@ -297,8 +363,10 @@ impl Store {
                 wallets: &c.wallets,
                 positions: &c.positions,
                 events: true,
-                closed: &closed,
+                closed: &previous,
                 newly_read: p.newly_read,
+                // Between publishes instead (`Store::prune_history`).
+                prune: false,
             },
         )?;
         #[cfg(feature = "test-support")]
@@ -307,10 +375,13 @@ impl Store {
                 || c.wallets.iter().any(|w| w.address == a)
         })?;
         insert_wallet_rows(conn, version, &c.wallets, &c.positions, progress)?;
+        insert_removals(conn, version, c.removed.iter().map(String::as_str))?;
+        steps.mark("rows appended");
         // Scan states are replaced by wallet, for every wallet read:
         // served, empty (not served) or removed alike.
         write_wallet_states(conn, p.wallet_states, p.tracked, progress)?;
         append_registry(conn, p.registry)?;
+        steps.mark("states and registry");
         let body = serde_json::to_string(p.freshness).expect("model types serialize");
         let coverage = serde_json::to_string(&c.coverage).expect("model types serialize");
         diesel::insert_into(version_freshness::table)
@@ -321,9 +392,15 @@ impl Store {
             ))
             .execute(conn)?;
         prune_before(conn, version - 1)?;
+        steps.mark("freshness and pruning");
         Ok(version)
     }
 }
+
+/// The fewest appended wallet rows worth a compaction
+/// ([`Store::compact_wallet_rows_if_due`]): below it, a whole read's extra
+/// rows cost less than the compaction's pass over the table.
+pub const COMPACT_AT_LEAST: i64 = 10_000;
 
 /// SQLite page cache of a connection while it writes a data version, in
 /// KiB. A publish updates indexes at places spread over the whole file (the
@@ -351,14 +428,32 @@ pub(crate) fn insert_snapshot(
     progress: Progress<'_>,
 ) -> Result<i64, StoreError> {
     let v = snap.version;
+    let mut steps = Steps::start();
+    // A whole version replaces every wallet: the base version's rows are
+    // the previous observation, and the wallets it served that this one
+    // does not are removed.
+    let previous = match latest_version(conn)? {
+        Some(base) => base_columns(conn, base, None)?,
+        None => Vec::new(),
+    };
+    steps.mark("previous observation");
     let counts = (v.wallets.len(), v.positions.len());
     let version = insert_version(conn, snap.source, v, counts, progress)?;
-    // A full version replaces every open wallet row (and so its positions).
-    let closed = close_open_rows(conn, version, None, derive_events)?;
-    // Events are derived against the closed rows: the previous observation.
+    steps.mark("version and markets");
+    let written: HashSet<&str> = v.wallets.iter().map(|w| w.address.as_str()).collect();
+    insert_removals(
+        conn,
+        version,
+        previous
+            .iter()
+            .map(|(a, _)| a.as_str())
+            .filter(|a| !written.contains(a)),
+    )?;
+    // Events are derived against the previous observation.
     history::record(
         conn,
         retention,
+        &mut steps,
         &history::Observation {
             observed_at: v.observed_at,
             markets: &v.markets,
@@ -366,56 +461,84 @@ pub(crate) fn insert_snapshot(
             wallets: &v.wallets,
             positions: &v.positions,
             events: derive_events,
-            closed: &closed,
+            closed: &previous,
             newly_read,
+            prune: true,
         },
     )?;
     insert_wallet_rows(conn, version, &v.wallets, &v.positions, progress)?;
+    steps.mark("rows inserted");
+    steps.log(&format!("whole version {version}, before its commit"));
     Ok(version)
 }
 
-/// Closes the open wallet rows of `addresses` (every open row when `None`)
-/// at `version`: they stay readable by the versions before it. With
-/// `returning`, hands back each closed row's address and positions column
-/// (the previous observation, which events are derived against), read by
-/// the same statement that closes it instead of a second lookup of each
-/// row by address.
-fn close_open_rows(
+/// The `positions` column of each wallet of `previous`, as the base
+/// version stored it (the encoding is the store's own, so the same
+/// positions give the same text).
+fn previous_columns(previous: &Previous<'_>) -> Result<Vec<(String, String)>, StoreError> {
+    let mut held: HashMap<&str, Vec<&MarketPosition>> = previous
+        .wallets
+        .iter()
+        .map(|a| (a.as_str(), Vec::new()))
+        .collect();
+    for p in previous.positions {
+        held.get_mut(p.address.as_str())
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "previous position {} of wallet {}, which the base version does not serve",
+                    p.symbol, p.address
+                ))
+            })?
+            .push(p);
+    }
+    held.into_iter()
+        .map(|(address, mut positions)| {
+            Ok((address.to_owned(), crate::held::encode(&mut positions)?))
+        })
+        .collect()
+}
+
+/// The address and `positions` column of every wallet row valid in
+/// version `base` (of `only`'s wallets, when given): a whole read of it.
+fn base_columns(
+    conn: &mut DbConnection,
+    base: i64,
+    only: Option<&[Wallet]>,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let only: Option<HashSet<&str>> = only.map(|w| w.iter().map(|w| w.address.as_str()).collect());
+    let mut columns = Vec::new();
+    validity::each_valid_row(conn, base, Part::All, |row| {
+        if only
+            .as_ref()
+            .is_none_or(|o| o.contains(row.address.as_str()))
+        {
+            columns.push((row.address, row.positions));
+        }
+        Ok(())
+    })?;
+    Ok(columns)
+}
+
+/// A wallet a version stops serving.
+#[derive(Insertable)]
+#[diesel(table_name = wallet_removals)]
+struct RemovalRow<'a> {
+    version: i64,
+    address: &'a str,
+}
+
+/// Appends the removals of `addresses` by `version`.
+fn insert_removals<'a>(
     conn: &mut DbConnection,
     version: i64,
-    addresses: Option<&[&str]>,
-    returning: bool,
-) -> Result<Vec<(String, String)>, StoreError> {
-    let mut closed = Vec::new();
-    macro_rules! close {
-        ($rows:expr) => {{
-            let close = diesel::update($rows).set(wallets::valid_to.eq(version));
-            if returning {
-                let previous = (wallets::address, wallets::positions);
-                // `RETURNING` is not available through MultiConnection's backend.
-                closed.extend(match &mut *conn {
-                    DbConnection::Sqlite(c) => {
-                        close.returning(previous).load::<(String, String)>(c)?
-                    }
-                    DbConnection::Postgresql(c) => {
-                        close.returning(previous).load::<(String, String)>(c)?
-                    }
-                });
-            } else {
-                close.execute(conn)?;
-            }
-        }};
-    }
-    let open = wallets::table.filter(wallets::valid_to.is_null());
-    match addresses {
-        None => close!(open),
-        Some(addresses) => {
-            for chunk in addresses.chunks(ADDRESS_CHUNK) {
-                close!(open.filter(wallets::address.eq_any(chunk)));
-            }
-        }
-    }
-    Ok(closed)
+    addresses: impl Iterator<Item = &'a str>,
+) -> Result<(), StoreError> {
+    let rows: Vec<RemovalRow<'_>> = addresses
+        .map(|address| RemovalRow { version, address })
+        .collect();
+    let mut quiet = |_: &str, _: usize, _: usize| {};
+    insert_chunked!(conn, wallet_removals::table, &rows, "removals", &mut quiet);
+    Ok(())
 }
 
 /// The newest version number, read inside the caller's transaction after
@@ -508,11 +631,11 @@ pub(crate) fn insert_wallet_rows(
     Ok(())
 }
 
-/// Deletes the versions before `keep_from` and the wallet rows no kept
-/// version can see (closed at or before `keep_from`).
+/// Deletes the versions before `keep_from` (with their markets). The
+/// wallet rows no kept version can see are deleted in bulk by a
+/// compaction ([`Store::compact_wallet_rows_if_due`]), not one by one.
 pub(crate) fn prune_before(conn: &mut DbConnection, keep_from: i64) -> Result<(), StoreError> {
     diesel::delete(snapshots::table.filter(snapshots::version.lt(keep_from))).execute(conn)?;
-    diesel::delete(wallets::table.filter(wallets::valid_to.le(keep_from))).execute(conn)?;
     Ok(())
 }
 

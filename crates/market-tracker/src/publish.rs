@@ -20,7 +20,8 @@ use market_model::{
     Candle, Interval, LiquidityDay, MarketPosition, Wallet, WalletFreshness, NETWORK_ID,
 };
 use market_store::{
-    CandleBatch, PublishWrite, RegistryEntry, Store, StoreError, TrackedPosition, WalletScanState,
+    CandleBatch, Previous, PublishWrite, RegistryEntry, Store, StoreError, TrackedPosition,
+    WalletScanState,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -309,10 +310,16 @@ impl Publisher {
         input: &PublishInput,
         commit: bool,
     ) -> Result<Published, AttemptError> {
+        let computing = std::time::Instant::now();
         let changes = {
             let book = lock(book);
             Changes::compute(&book, &mut self.base, &include.in_book(&book), input)?
         };
+        log::debug!(
+            "changes of {} wallets computed in {:.1} ms",
+            changes.changes.wallets.len(),
+            computing.elapsed().as_secs_f64() * 1e3
+        );
         let batches: Vec<CandleBatch<'_>> = input
             .candles
             .iter()
@@ -334,6 +341,10 @@ impl Publisher {
             wallet_states: &changes.states,
             tracked: &changes.tracked,
             newly_read: &changes.newly_read,
+            previous: changes.previous.as_ref().map(|p| Previous {
+                wallets: &p.wallets,
+                positions: &p.positions,
+            }),
             registry: if extras { &input.registry } else { &[] },
             freshness: &input.freshness,
         };
@@ -413,6 +424,16 @@ struct Changes {
     /// Per wallet written, the dexes it reads that its published
     /// observation did not cover.
     newly_read: Vec<(String, Vec<String>)>,
+    /// What the base served of the wallets it writes, when the changes
+    /// were computed from the base's tally (else the store reads it).
+    previous: Option<Served>,
+}
+
+/// Wallets as a version serves them: their addresses, and their positions.
+#[derive(Default)]
+struct Served {
+    wallets: Vec<String>,
+    positions: Vec<MarketPosition>,
 }
 
 impl Changes {
@@ -434,17 +455,19 @@ impl Changes {
             .tally
             .as_ref()
             .is_some_and(|t| t.has_symbols(input.quotes.iter().map(|q| q.symbol.as_str())));
-        let (changes, tally) = match base.tally.take() {
+        let (changes, tally, previous) = match base.tally.take() {
             Some(tally) if same_markets => {
                 let mut edit = tally.edit();
                 match incremental(book, base, &mut edit, include, input) {
-                    Ok(Some(changes)) => (changes, Aggregates::Edited(edit)),
+                    Ok(Some((changes, previous))) => {
+                        (changes, Aggregates::Edited(edit), Some(previous))
+                    }
                     Ok(None) => {
                         log::error!(
                             "the running aggregates do not match the last publish: materializing every wallet"
                         );
                         let (changes, tally) = whole(book, base, include, input)?;
-                        (changes, Aggregates::New(tally))
+                        (changes, Aggregates::New(tally), None)
                     }
                     Err(e) => {
                         base.tally = edit.undo();
@@ -454,7 +477,7 @@ impl Changes {
             }
             _ => {
                 let (changes, tally) = whole(book, base, include, input)?;
-                (changes, Aggregates::New(tally))
+                (changes, Aggregates::New(tally), None)
             }
         };
         let mut written = Vec::new();
@@ -501,6 +524,7 @@ impl Changes {
             tracked,
             written,
             newly_read,
+            previous,
         })
     }
 
@@ -601,42 +625,43 @@ fn changes_of(
 }
 
 /// The changes over a base with a tally of the same markets: each wallet
-/// read is taken out as the base served it and put in as it is now. `None`
-/// when the tally does not hold a wallet as the base served it (a bug: the
-/// caller materializes everything instead).
+/// read is taken out as the base served it and put in as it is now; with
+/// them, what the base served of the wallets they write. `None` when the
+/// tally does not hold a wallet as the base served it (a bug: the caller
+/// materializes everything instead).
 fn incremental(
     book: &Book,
     base: &Base,
     tally: &mut TallyEdit,
     include: &BTreeSet<Address>,
     input: &PublishInput,
-) -> Result<Option<VersionChanges>, AggregateError> {
+) -> Result<Option<(VersionChanges, Served)>, AggregateError> {
     tally.requote(&input.quotes);
     let symbols: HashSet<&str> = input.quotes.iter().map(|q| q.symbol.as_str()).collect();
     let quoted = |s: &str| symbols.contains(s);
     let mut wallets = Vec::new();
     let mut positions = Vec::new();
     let mut removed = Vec::new();
+    let mut previous = Served::default();
     for a in include {
         let (Some(pending), Some(latest)) = (book.pending.get(a), book.wallets.get(a)) else {
             continue;
         };
         let was_served = base.served.contains(a);
+        let mut before = None;
         if was_served {
             let Some(old) = &pending.published else {
                 return Ok(None);
             };
+            let address = a.to_string();
             let positions = served_positions(old, &quoted);
             if tally
-                .remove(
-                    &a.to_string(),
-                    &old.input.account_value().to_big(),
-                    &positions,
-                )
+                .remove(&address, &old.input.account_value().to_big(), &positions)
                 .is_err()
             {
                 return Ok(None);
             }
+            before = Some((address, positions));
         }
         if latest.served(&quoted) {
             let (wallet, served) = served_wallet(latest, &quoted)?;
@@ -645,17 +670,16 @@ fn incremental(
                 .map_err(unknown_asset)?;
             wallets.push(wallet);
             positions.extend(served);
+            if let Some((address, held)) = before {
+                previous.wallets.push(address);
+                previous.positions.extend(held);
+            }
         } else if was_served {
             removed.push(a.to_string());
         }
     }
-    Ok(Some(changes_of(
-        tally.tally(),
-        input,
-        wallets,
-        positions,
-        removed,
-    )))
+    let changes = changes_of(tally.tally(), input, wallets, positions, removed);
+    Ok(Some((changes, previous)))
 }
 
 /// The changes over any base: a new tally of every served wallet, built one

@@ -675,6 +675,7 @@ impl Tracker {
             if Instant::now() >= next_publish {
                 let started = Instant::now();
                 let left = self.publish(fetcher, &mut lock(&self.publisher));
+                self.maintain_store();
                 // Reads left over by a full publish (an own node's first
                 // minutes) go in the next one as soon as this one has had
                 // its own time again (at least a second): the readers keep
@@ -688,6 +689,36 @@ impl Tracker {
                 next_publish = Instant::now() + gap.min(self.cfg.publish_every);
             }
             std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// What the publishes leave to be done between them (this thread makes
+    /// both): deletes the wallet rows no kept version can see, once the
+    /// rows appended since the last time are worth it, and applies the
+    /// history's retention (an hour of points leaving it is copied into
+    /// the hourly tier).
+    fn maintain_store(&self) {
+        let (compacting, cpu_before) = (Instant::now(), thread_cpu());
+        match self.store.compact_wallet_rows_if_due() {
+            Ok(Some(deleted)) => log::info!(
+                "wallet rows compacted: {deleted} rows no kept version sees deleted in {} ms, CPU {} ms",
+                compacting.elapsed().as_millis(),
+                cpu_ms_since(cpu_before)
+            ),
+            Ok(None) => {}
+            Err(e) => {
+                log::warn!("wallet rows not compacted (tried again after the next publish): {e}")
+            }
+        }
+        let (pruning, cpu_before) = (Instant::now(), thread_cpu());
+        match self.store.prune_history(OffsetDateTime::now_utc()) {
+            Ok(()) if pruning.elapsed() >= Duration::from_millis(100) => log::info!(
+                "history past its retention pruned in {} ms, CPU {} ms",
+                pruning.elapsed().as_millis(),
+                cpu_ms_since(cpu_before)
+            ),
+            Ok(()) => {}
+            Err(e) => log::warn!("history not pruned (tried again after the next publish): {e}"),
         }
     }
 
