@@ -5,9 +5,9 @@
 //! or both dexes, empty, failing, twice between publishes, without marks),
 //! publishes, a wallet whose rows the database refuses, a connection lost
 //! midway through a publish, whole scans, compactions of the wallet rows,
-//! UTC day changes (with them the
-//! pruning of history past its retention), a server that misses versions
-//! (pruned meanwhile) and crashes, mid-publish too. After every step, what a
+//! UTC day changes (with them the pruning of history past its retention),
+//! a server that misses versions (pruned meanwhile) and crashes,
+//! mid-publish too. After every step, what a
 //! server serves must be the same whether it loads the version whole or
 //! applies it as changes to the version it served before, and equal to what
 //! a plain oracle computes: the last observation of each wallet, the

@@ -224,6 +224,7 @@ struct HourlyRow {
 struct EventRow {
     seq: i64,
     at: i64,
+    hour: i64,
     address: String,
     symbol: String,
     kind: &'static str,
@@ -371,7 +372,7 @@ fn write_points(conn: &mut DbConnection, points: &[PointRow]) -> Result<(), Stor
 /// Writes events; an event with the same keys (an observation written
 /// again at the same instant) is replaced. Returns each with its number,
 /// in stream order.
-fn write_events<'e>(
+pub(crate) fn write_events<'e>(
     conn: &mut DbConnection,
     events: &'e [PositionEvent],
 ) -> Result<Vec<(i64, &'e PositionEvent)>, StoreError> {
@@ -391,6 +392,7 @@ fn write_events<'e>(
         .map(|(e, seq)| EventRow {
             seq,
             at: epoch_ms(e.observed_at),
+            hour: hour_of(epoch_ms(e.observed_at)),
             address: e.address.clone(),
             symbol: e.symbol.clone(),
             kind: e.kind.as_str(),
@@ -1073,58 +1075,131 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let mut conn = self.conn()?;
-        let conn: &mut DbConnection = &mut conn;
-        let mut out: Vec<StoredEvent> = Vec::with_capacity(limit);
-        let mut cursor: Option<(i64, String, String)> =
-            after.map(|(a, b, c)| (a, b.to_owned(), c.to_owned()));
-        // The SQL filter on `value_micro` admits every match and, at most,
-        // events within a micro-dollar below the minimum: those are dropped
-        // here, and the next batch is read if that left the page short.
-        loop {
-            let q = position_events::table
-                .select((
-                    position_events::at,
-                    position_events::address,
-                    position_events::symbol,
-                    position_events::body,
-                ))
-                .into_boxed();
-            let mut q = with_filter(q, filter);
-            if let Some((at, address, symbol)) = cursor.clone() {
-                q = q.filter(
-                    position_events::at
-                        .lt(at)
-                        .or(position_events::at.eq(at).and(
-                            position_events::address.gt(address.clone()).or(
-                                position_events::address
-                                    .eq(address)
-                                    .and(position_events::symbol.gt(symbol)),
-                            ),
-                        )),
-                );
-            }
-            let want = limit - out.len();
-            let batch: Vec<StoredEvent> = q
-                .order((
-                    position_events::at.desc(),
-                    position_events::address,
-                    position_events::symbol,
-                ))
-                .limit(want as i64)
-                .load(conn)?;
-            let full = batch.len() == want;
-            cursor = batch
-                .last()
-                .map(|e| (e.at, e.address.clone(), e.symbol.clone()));
-            for e in batch {
-                if exact_match(filter, &e.json)? {
-                    out.push(e);
+        crate::read::in_one_snapshot(&mut conn, |conn| {
+            let mut out: Vec<StoredEvent> = Vec::with_capacity(limit);
+            let mut cursor: Option<(i64, String, String)> =
+                after.map(|(a, b, c)| (a, b.to_owned(), c.to_owned()));
+            // One wallet's events are found hour by hour, newest first (the
+            // index by address is keyed by the hour first); the other
+            // filters read the feed in one pass.
+            let mut hours = match filter.address {
+                Some(_) => Some(EventHours::new(conn, filter, after.map(|a| a.0))?),
+                None => None,
+            };
+            loop {
+                let chunk = match hours.as_mut().map(Iterator::next) {
+                    Some(Some(chunk)) => Some(chunk),
+                    Some(None) => return Ok(out),
+                    None => None,
+                };
+                // The SQL filter on `value_micro` admits every match and,
+                // at most, events within a micro-dollar below the minimum:
+                // those are dropped here, and the next batch is read if
+                // that left the page short.
+                loop {
+                    let q = position_events::table
+                        .select((
+                            position_events::at,
+                            position_events::address,
+                            position_events::symbol,
+                            position_events::body,
+                        ))
+                        .into_boxed();
+                    let mut q = with_filter(q, filter);
+                    if let Some(hours) = &chunk {
+                        q = q.filter(position_events::hour.eq_any(hours.clone()));
+                    }
+                    if let Some((at, address, symbol)) = cursor.clone() {
+                        q = q.filter(
+                            position_events::at
+                                .lt(at)
+                                .or(position_events::at.eq(at).and(
+                                    position_events::address.gt(address.clone()).or(
+                                        position_events::address
+                                            .eq(address)
+                                            .and(position_events::symbol.gt(symbol)),
+                                    ),
+                                )),
+                        );
+                    }
+                    let want = limit - out.len();
+                    let batch: Vec<StoredEvent> = q
+                        .order((
+                            position_events::at.desc(),
+                            position_events::address,
+                            position_events::symbol,
+                        ))
+                        .limit(want as i64)
+                        .load(conn)?;
+                    let full = batch.len() == want;
+                    if let Some(e) = batch.last() {
+                        cursor = Some((e.at, e.address.clone(), e.symbol.clone()));
+                    }
+                    for e in batch {
+                        if exact_match(filter, &e.json)? {
+                            out.push(e);
+                        }
+                    }
+                    if out.len() == limit {
+                        return Ok(out);
+                    }
+                    if !full {
+                        break;
+                    }
+                }
+                if chunk.is_none() {
+                    return Ok(out);
                 }
             }
-            if !full || out.len() == limit {
-                return Ok(out);
-            }
+        })
+    }
+}
+
+/// The hours a read of one wallet's events seeks, newest first,
+/// [`HOURS_A_READ`] at a time: from the newest event the read may return
+/// (before its cursor, at or before `to`) down to the oldest (at or after
+/// `from`), of those stored.
+struct EventHours {
+    next: i64,
+    last: i64,
+}
+
+impl EventHours {
+    fn new(
+        conn: &mut DbConnection,
+        filter: &EventFilter,
+        before: Option<i64>,
+    ) -> Result<EventHours, StoreError> {
+        use diesel::dsl::{max, min};
+        let (oldest, newest): (Option<i64>, Option<i64>) = position_events::table
+            .select((min(position_events::at), max(position_events::at)))
+            .first(conn)?;
+        let top = [newest, filter.to, before].into_iter().flatten().min();
+        let bottom = [oldest, filter.from].into_iter().flatten().max();
+        Ok(match (top, bottom) {
+            (Some(top), Some(bottom)) => EventHours {
+                next: hour_of(top),
+                last: hour_of(bottom),
+            },
+            // Nothing stored: no hour to read.
+            _ => EventHours { next: 0, last: 1 },
+        })
+    }
+}
+
+impl Iterator for EventHours {
+    type Item = Vec<i64>;
+
+    fn next(&mut self) -> Option<Vec<i64>> {
+        if self.next < self.last {
+            return None;
         }
+        let hours: Vec<i64> = (0..HOURS_A_READ)
+            .map(|i| self.next - i * HOUR_MS)
+            .take_while(|h| *h >= self.last)
+            .collect();
+        self.next = hours.last().expect("at least one hour") - HOUR_MS;
+        Some(hours)
     }
 }
 

@@ -276,6 +276,8 @@ diesel::table! {
         value_micro -> BigInt,
         body -> Text,
         seq -> BigInt,
+        /// The UTC hour of `at` (its start), epoch ms.
+        hour -> BigInt,
     }
 }
 
