@@ -428,7 +428,7 @@ fn changed_rows<T>(
     if from >= v || changed as usize > max_wallets {
         return Ok(None);
     }
-    let latest = Latest::between(conn, from, v)?;
+    let latest = Latest::between(conn, from, v, Part::All)?;
     // Converted as they are read (no vector of rows to convert after),
     // and without ORDER BY: SQLite would sort the wide rows (their
     // positions with them) in a temporary B-tree. A row a later one

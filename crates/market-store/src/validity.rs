@@ -75,15 +75,11 @@ impl Part {
             Part::Upper => (ADDRESS_SPLIT, ABOVE_ALL),
         }
     }
-
-    fn holds(self, address: &str) -> bool {
-        let (from, below) = self.bounds();
-        from <= address && address < below
-    }
 }
 
-/// The latest row or removal of each wallet among those of versions in
-/// `(after, upto]`: its version, and whether it is a row.
+/// The latest row or removal of each wallet (of a [`Part`] of the
+/// addresses) among those of versions in `(after, upto]`: its version, and
+/// whether it is a row.
 #[derive(Debug, Default)]
 pub(crate) struct Latest(HashMap<String, (i64, bool)>);
 
@@ -93,15 +89,21 @@ impl Latest {
         conn: &mut DbConnection,
         after: i64,
         upto: i64,
+        part: Part,
     ) -> Result<Latest, StoreError> {
+        let (from, below) = part.bounds();
         let rows: Vec<(i64, String)> = wallets::table
             .filter(wallets::version.gt(after))
             .filter(wallets::version.le(upto))
+            .filter(wallets::address.ge(from))
+            .filter(wallets::address.lt(below))
             .select((wallets::version, wallets::address))
             .load(conn)?;
         let removals: Vec<(i64, String)> = wallet_removals::table
             .filter(wallet_removals::version.gt(after))
             .filter(wallet_removals::version.le(upto))
+            .filter(wallet_removals::address.ge(from))
+            .filter(wallet_removals::address.lt(below))
             .select((wallet_removals::version, wallet_removals::address))
             .load(conn)?;
         let mut latest: HashMap<String, (i64, bool)> = HashMap::with_capacity(rows.len());
@@ -158,23 +160,25 @@ pub(crate) fn each_valid_row(
     mut each: impl FnMut(WalletRow) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     let through = compacted_through(conn)?.min(v);
-    let overlay = Latest::between(conn, through, v)?;
+    let overlay = Latest::between(conn, through, v, part)?;
+    let (from, below) = part.bounds();
     // The overlay's rows: the latest of each wallet, unless removed.
     let rows = wallets::table
         .filter(wallets::version.gt(through))
         .filter(wallets::version.le(v))
+        .filter(wallets::address.ge(from))
+        .filter(wallets::address.lt(below))
         .select(WalletRow::as_select())
         .load_iter::<WalletRow, diesel::connection::DefaultLoadingMode>(conn)?;
     for row in rows {
         let row = row?;
-        if part.holds(&row.address) && overlay.is_latest_row(row.version, &row.address) {
+        if overlay.is_latest_row(row.version, &row.address) {
             each(row)?;
         }
     }
     // The compacted rows: one a wallet, valid unless the overlay has a row
     // or a removal of it. No ORDER BY: SQLite would sort the wide rows in
     // a temporary B-tree.
-    let (from, below) = part.bounds();
     let later = diesel::alias!(wallets as later);
     let base = wallets::table
         .filter(wallets::version.le(through))
@@ -208,7 +212,7 @@ pub(crate) fn each_valid_row(
 /// keys' indexes hold them, no wide row is visited.
 pub(crate) fn valid_addresses(conn: &mut DbConnection, v: i64) -> Result<Vec<String>, StoreError> {
     let through = compacted_through(conn)?.min(v);
-    let overlay = Latest::between(conn, through, v)?;
+    let overlay = Latest::between(conn, through, v, Part::All)?;
     let compacted: Vec<String> = wallets::table
         .filter(wallets::version.le(through))
         .select(wallets::address)
@@ -232,19 +236,26 @@ pub(crate) fn compact(conn: &mut DbConnection, keep_from: i64) -> Result<usize, 
     if keep_from <= through {
         return Ok(0);
     }
-    let overlay = Latest::between(conn, through, keep_from)?;
+    let overlay = Latest::between(conn, through, keep_from, Part::All)?;
     // The compacted rows of wallets the overlay wrote or removed since, and
     // the overlay's rows that a later one or a removal superseded.
-    let mut gone: Vec<(i64, String)> = wallets::table
+    // (Keys streamed, only those to delete kept: the table's are hundreds
+    // of thousands.)
+    let mut gone: Vec<(i64, String)> = Vec::new();
+    for key in wallets::table
         .filter(wallets::version.le(keep_from))
         .select((wallets::version, wallets::address))
-        .load::<(i64, String)>(conn)?
-        .into_iter()
-        .filter(|(version, address)| match *version <= through {
-            true => overlay.holds(address),
-            false => !overlay.is_latest_row(*version, address),
-        })
-        .collect();
+        .load_iter::<(i64, String), diesel::connection::DefaultLoadingMode>(conn)?
+    {
+        let (version, address) = key?;
+        let superseded = match version <= through {
+            true => overlay.holds(&address),
+            false => !overlay.is_latest_row(version, &address),
+        };
+        if superseded {
+            gone.push((version, address));
+        }
+    }
     gone.sort_unstable();
     let mut deleted = 0;
     for same in gone.chunk_by(|a, b| a.0 == b.0) {
