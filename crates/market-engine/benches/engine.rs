@@ -9,7 +9,7 @@ use market_demo::{generate, DemoConfig};
 use market_engine::buckets::bucket_size_for_price;
 use market_engine::candles::rollup;
 use market_engine::coverage::{network_coverage, wallet_freshness};
-use market_engine::{materialize, materialize_wallet, Tally};
+use market_engine::{materialize, materialize_wallet, Quote, Tally};
 use market_model::{Decimal, Interval, MarketPosition};
 
 fn engine(c: &mut Criterion) {
@@ -155,6 +155,29 @@ fn publish(c: &mut Criterion) {
                     wallets.push(w);
                 }
                 black_box((t.render("perpnet", now, freshness.clone()), wallets))
+            })
+        },
+    );
+    // Every market's price ten times higher, then back: each requote gives
+    // every market another bucket size, so all the levels are bucketed
+    // again (a real market crosses such a price now and then).
+    let tenfold: Vec<_> = quotes
+        .iter()
+        .map(|q| Quote {
+            price: Decimal(&q.price.0 * bigdecimal::BigDecimal::from(10)),
+            ..q.clone()
+        })
+        .collect();
+    let mut requoted = Some(tally.clone());
+    let mut up = true;
+    g.bench_function(
+        format!("requote_every_market_{}_positions", tally.positions()),
+        |b| {
+            b.iter(|| {
+                let mut t = requoted.take().expect("kept");
+                t.requote(if up { &tenfold } else { &quotes });
+                up = !up;
+                requoted = Some(black_box(t));
             })
         },
     );

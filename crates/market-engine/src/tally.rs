@@ -30,10 +30,11 @@ use market_model::{
 use time::OffsetDateTime;
 
 use crate::aggregate::{liquidity_day, market_of, size_class, Quote};
-use crate::buckets::{bucket_price, bucket_size_for_price};
+use crate::buckets::{bucket_index, bucket_of_index, bucket_price, bucket_size_for_price};
 use crate::cohorts::{slot, Acc, COHORT_ORDER};
 use crate::compact::CompactDecimal;
 use crate::coverage::coverage_of_units;
+use crate::fixed::Fixed;
 use crate::version::DataVersion;
 
 /// The aggregates of the served wallets, by market.
@@ -146,6 +147,16 @@ struct CohortTally {
 struct Bucket {
     members: BTreeSet<Member>,
     total: Exact,
+}
+
+/// Members of one new level while a market's levels are bucketed again.
+struct Run {
+    side: u8,
+    /// The bucket's index at the new size, when it was computed on integers.
+    index: Option<i128>,
+    price: BigDecimal,
+    /// In order.
+    members: Vec<Member>,
 }
 
 /// A position in a level. Ordered (and equal) by liquidation price as a
@@ -330,16 +341,60 @@ impl MarketTally {
             return;
         }
         self.bucket_size = size;
-        let mut members: Vec<(u8, Member)> = Vec::new();
+        // The levels in key order and each level's members in theirs are
+        // the members ordered by (side, liquidation price, wallet), and a
+        // member's new bucket price never decreases with its liquidation
+        // price: the new levels are runs of that order, each built from
+        // sorted members (no search a member), the members moved, not
+        // copied, out of the old levels.
+        let size = Fixed::from_big(&self.bucket_size);
+        let mut runs: Vec<Run> = Vec::new();
         for ((side, _), bucket) in std::mem::take(&mut self.levels) {
-            members.extend(bucket.members.iter().map(|m| (side, m.clone())));
+            for m in Arc::unwrap_or_clone(bucket).members {
+                let index = size
+                    .zip(m.liq.fixed())
+                    .and_then(|(size, liq)| Some((bucket_index(liq, size)?, size)));
+                let last = runs.last_mut().filter(|r| r.side == side);
+                // Most members fall in the run before: compared on the
+                // index, without a decimal made.
+                if let Some(run) = last {
+                    if index.is_some() && run.index == index.map(|(n, _)| n) {
+                        run.members.push(m);
+                        continue;
+                    }
+                }
+                let price = match index {
+                    Some((n, size)) => bucket_of_index(n, size),
+                    None => None,
+                }
+                .unwrap_or_else(|| bucket_price(&m.liq.to_big(), &self.bucket_size));
+                match runs.last_mut() {
+                    Some(run) if run.side == side && run.price == price => run.members.push(m),
+                    _ => {
+                        debug_assert!(runs
+                            .last()
+                            .is_none_or(|r| (r.side, &r.price) < (side, &price)));
+                        runs.push(Run {
+                            side,
+                            index: index.map(|(n, _)| n),
+                            price,
+                            members: vec![m],
+                        })
+                    }
+                }
+            }
         }
-        for (side, m) in members {
-            let key = (side, bucket_price(&m.liq.to_big(), &self.bucket_size));
-            let bucket = Arc::make_mut(self.levels.entry(key).or_default());
-            bucket.total.add(&m.value.to_big());
-            bucket.members.insert(m);
-        }
+        self.levels = runs
+            .into_iter()
+            .map(|run| {
+                let mut total = Exact::default();
+                for m in &run.members {
+                    total.add(&m.value.to_big());
+                }
+                let members: BTreeSet<Member> = run.members.into_iter().collect();
+                ((run.side, run.price), Arc::new(Bucket { members, total }))
+            })
+            .collect();
     }
 
     fn market(&self) -> Market {
@@ -692,9 +747,14 @@ mod tests {
     }
 
     fn op() -> impl Strategy<Value = Op> {
+        op_of(8)
+    }
+
+    /// Changes of `wallets` wallets, and new prices.
+    fn op_of(wallets: usize) -> impl Strategy<Value = Op> {
         prop_oneof![
             6 => (
-                0..8usize,
+                0..wallets,
                 proptest::option::of((0..ACCOUNTS.len(), proptest::collection::vec(pos(), 0..4)))
             )
                 .prop_map(|(w, s)| Op::Set(w, s)),
@@ -913,6 +973,40 @@ mod tests {
                 prop_assert_eq!(
                     tally.positions(),
                     wallets.values().map(|w| w.1.len()).sum::<usize>()
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Dozens of wallets, so that a level holds many members when the
+        /// levels are bucketed again at a new price: the tally still
+        /// renders what materializing every wallet renders.
+        #[test]
+        fn crowded_levels_bucketed_again_render_what_materializing_renders(
+            wallets in proptest::collection::vec(
+                (0..ACCOUNTS.len(), proptest::collection::vec(pos(), 1..4)),
+                20..60,
+            ),
+            requotes in proptest::collection::vec(
+                [0..PRICES.len(), 0..PRICES.len(), 0..PRICES.len()],
+                1..8,
+            )
+        ) {
+            let at = datetime!(2026-11-25 12:00 UTC);
+            let mut prices = [3, 4, 6];
+            let mut held = Wallets::new();
+            let mut tally = Tally::new(&quotes(prices));
+            for (w, (account, ps)) in wallets.into_iter().enumerate() {
+                apply(&mut tally, &mut held, &mut prices, Op::Set(w, Some((account, ps))));
+            }
+            for p in requotes {
+                apply(&mut tally, &mut held, &mut prices, Op::Requote(p));
+                prop_assert_eq!(
+                    text(&tally.render("perpnet", at, freshness())),
+                    text(&oracle(&quotes(prices), &held, at))
                 );
             }
         }

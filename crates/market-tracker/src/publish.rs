@@ -639,10 +639,22 @@ fn incremental(
     tally.requote(&input.quotes);
     let symbols: HashSet<&str> = input.quotes.iter().map(|q| q.symbol.as_str()).collect();
     let quoted = |s: &str| symbols.contains(s);
-    let mut wallets = Vec::new();
-    let mut positions = Vec::new();
+    // Sized before they are filled: tens of thousands of model positions,
+    // which grown by doubling were copied and faulted in again and again.
+    let (mut new_count, mut old_count) = (0, 0);
+    for a in include {
+        if let Some(pending) = book.pending.get(a) {
+            new_count += book.wallets.get(a).map_or(0, |w| w.positions.len());
+            old_count += pending.published.as_ref().map_or(0, |w| w.positions.len());
+        }
+    }
+    let mut wallets = Vec::with_capacity(include.len());
+    let mut positions = Vec::with_capacity(new_count);
     let mut removed = Vec::new();
-    let mut previous = Served::default();
+    let mut previous = Served {
+        wallets: Vec::with_capacity(include.len()),
+        positions: Vec::with_capacity(old_count),
+    };
     for a in include {
         let (Some(pending), Some(latest)) = (book.pending.get(a), book.wallets.get(a)) else {
             continue;
