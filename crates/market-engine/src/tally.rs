@@ -353,21 +353,20 @@ impl MarketTally {
             for m in Arc::unwrap_or_clone(bucket).members {
                 let index = size
                     .zip(m.liq.fixed())
-                    .and_then(|(size, liq)| Some((bucket_index(liq, size)?, size)));
+                    .and_then(|(size, liq)| bucket_index(liq, size));
                 let last = runs.last_mut().filter(|r| r.side == side);
                 // Most members fall in the run before: compared on the
                 // index, without a decimal made.
                 if let Some(run) = last {
-                    if index.is_some() && run.index == index.map(|(n, _)| n) {
+                    if index.is_some() && run.index == index {
                         run.members.push(m);
                         continue;
                     }
                 }
-                let price = match index {
-                    Some((n, size)) => bucket_of_index(n, size),
-                    None => None,
-                }
-                .unwrap_or_else(|| bucket_price(&m.liq.to_big(), &self.bucket_size));
+                let price = index
+                    .zip(size)
+                    .and_then(|(n, size)| bucket_of_index(n, size))
+                    .unwrap_or_else(|| bucket_price(&m.liq.to_big(), &self.bucket_size));
                 match runs.last_mut() {
                     Some(run) if run.side == side && run.price == price => run.members.push(m),
                     _ => {
@@ -376,7 +375,7 @@ impl MarketTally {
                             .is_none_or(|r| (r.side, &r.price) < (side, &price)));
                         runs.push(Run {
                             side,
-                            index: index.map(|(n, _)| n),
+                            index,
                             price,
                             members: vec![m],
                         })
