@@ -6,12 +6,14 @@
 //! of it is older). The last observation of each UTC hour is kept for
 //! [`Retention::hourly_days`] in `history_hourly`: an hour's are copied
 //! there when the hour leaves the points ([`roll_up_and_prune`]); until
-//! then a read takes them from the points. Both tiers are keyed by the
-//! hour first, so that a publish writes its points into the current hour's
-//! part of the table, not at a random page of a table that grows all
-//! week, and retention deletes whole hours at the table's start. A read of
-//! one key seeks it in each hour of its window ([`HOURS_A_READ`] at a
-//! time, and no further than its `limit` takes). Points are stored rendered
+//! then a read takes them from the points. The points are keyed by the
+//! hour first, so that a publish writes them into the current hour's part
+//! of the table, not at a random page of a table that grows all week, and
+//! retention deletes whole hours at the table's start; the hourly tier,
+//! written once an hour, is keyed by the key first, so that a read of one
+//! key's hours is one range. A read goes through its window
+//! [`HOURS_A_READ`] at a time, no further than its `limit` takes it; in
+//! the points it seeks the key in each hour. Points are stored rendered
 //! (the JSON object without its leading `time` member), so a read
 //! concatenates them.
 
@@ -858,17 +860,52 @@ impl Tier {
     }
 
     /// The observations of one key in `hours`, within `[from, to]`, oldest
-    /// first: a seek of the key in each hour.
+    /// first. The hourly tier, keyed by the key first, reads the range of
+    /// the hours; the points, keyed by the hour first, seek the key in each
+    /// hour. With `last_of_each_hour` (an interval of whole hours, which
+    /// shows no other) the points give only the last one of each hour: one
+    /// seek at the end of the key's part of each hour finds it, and the
+    /// other bodies (sixty an hour of per-minute points) are not read.
     fn read(
         self,
         conn: &mut DbConnection,
         series: Series,
         key: &str,
         hours: &[i64],
-        from: i64,
-        to: i64,
+        (from, to): (i64, i64),
+        last_of_each_hour: bool,
     ) -> Result<Vec<(i64, String)>, StoreError> {
+        let (Some(first), Some(last)) = (hours.first(), hours.last()) else {
+            return Ok(Vec::new());
+        };
         Ok(match self {
+            Tier::Points if last_of_each_hour => {
+                // Only the key is the caller's: it is bound (as `$1`, which
+                // SQLite reads as a named parameter, the same at both
+                // places); the hours, the window and the series are ours.
+                use std::fmt::Write;
+                let mut sql = String::from("WITH h (hour) AS (VALUES ");
+                for (i, hour) in hours.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { "," };
+                    write!(sql, "{sep}({hour})").expect("a String takes it");
+                }
+                let series = series.as_str();
+                write!(
+                    sql,
+                    ") SELECT p.at, p.body FROM h JOIN history_points p \
+                     ON p.hour = h.hour AND p.series = '{series}' AND p.key = $1 \
+                     AND p.at = (SELECT max(q.at) FROM history_points q \
+                     WHERE q.hour = h.hour AND q.series = '{series}' AND q.key = $1 \
+                     AND q.at >= {from} AND q.at <= {to}) ORDER BY p.at"
+                )
+                .expect("a String takes it");
+                diesel::sql_query(sql)
+                    .bind::<diesel::sql_types::Text, _>(key)
+                    .load::<StoredPoint>(conn)?
+                    .into_iter()
+                    .map(|o| (o.at, o.body))
+                    .collect()
+            }
             Tier::Points => history_points::table
                 .filter(history_points::hour.eq_any(hours))
                 .filter(history_points::series.eq(series.as_str()))
@@ -879,9 +916,10 @@ impl Tier {
                 .select((history_points::at, history_points::body))
                 .load(conn)?,
             Tier::Hourly => history_hourly::table
-                .filter(history_hourly::hour.eq_any(hours))
                 .filter(history_hourly::series.eq(series.as_str()))
                 .filter(history_hourly::key.eq(key))
+                .filter(history_hourly::hour.ge(first))
+                .filter(history_hourly::hour.le(last))
                 .filter(history_hourly::at.ge(from))
                 .filter(history_hourly::at.le(to))
                 .order(history_hourly::hour)
@@ -889,6 +927,15 @@ impl Tier {
                 .load(conn)?,
         })
     }
+}
+
+/// A stored point as [`Tier::read`]'s own statement gives it.
+#[derive(QueryableByName)]
+struct StoredPoint {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    at: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    body: String,
 }
 
 /// The buckets of a history read as its observations come, oldest first:
@@ -997,7 +1044,14 @@ impl Store {
                 for (tier, held) in &tiers {
                     // A tier is not asked for hours it does not hold.
                     if held.is_some_and(|(lo, hi)| lo <= last && first <= hi) {
-                        rows.extend(tier.read(conn, series, key, &hours, from, to)?);
+                        rows.extend(tier.read(
+                            conn,
+                            series,
+                            key,
+                            &hours,
+                            (from, to),
+                            interval.ms() % HOUR_MS == 0,
+                        )?);
                     }
                 }
                 // In time order (stable: of two at one instant, the

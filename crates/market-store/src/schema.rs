@@ -258,7 +258,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    history_hourly (hour, series, key) {
+    history_hourly (series, key, hour) {
         series -> Text,
         key -> Text,
         hour -> BigInt,
