@@ -15,7 +15,10 @@
 # (set WEIGHT=1000000 with it). AT=end prints the heap held when `track` is
 # stopped (kill -9 at the end: what a steady run holds) instead of the heap
 # at its peak.
-# Needs heaptrack (apt-get install heaptrack) and python3.
+# heaptrack follows glibc's malloc, so the script builds the server
+# without jemalloc (`--no-default-features`, into target/glibc) unless
+# TRACK_BIN names a build. Needs heaptrack (apt-get install heaptrack)
+# and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${1:-20}
@@ -29,6 +32,11 @@ require heaptrack heaptrack_print python3 curl
 
 AT=${AT:-peak}
 release_workdir
+if [ -z "${TRACK_BIN:-}" ]; then
+  cargo build --release -q -p market-data-server --no-default-features \
+    --target-dir "${CARGO_TARGET_DIR:-target}/glibc"
+  TRACK_BIN=${CARGO_TARGET_DIR:-target}/glibc/release/market-data-server
+fi
 OWN_NODE=()
 if [ -n "${HOLDERS:-}" ]; then
   start_fake "$FAKE" "$FAKE_WS" --wallets "$WALLETS" --holders "$HOLDERS" --max-positions 7 \

@@ -1,13 +1,14 @@
 use clap::Parser;
 
-/// The process's allocator on Linux with glibc: jemalloc, for every
+/// The process's allocator on Linux with glibc (the default feature
+/// `jemalloc`; without it, glibc's malloc): jemalloc, for every
 /// allocation (SQLite's included, as its symbols are not prefixed). With
 /// the options below a server read and applied 7,000 changed wallets in
 /// 0.73–0.78× of glibc's time, and at an own node's scale `track` held
 /// 0.94–0.95× of glibc's resident memory; a whole load peaked 7–9 % higher
 /// (docs/performance.md, "The allocator: jemalloc") until it handed freed
 /// memory back at once (`platform::HandBackAtOnce`).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(feature = "jemalloc", target_os = "linux", target_env = "gnu"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -16,7 +17,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// ten seconds, and only on a later allocation), so the resident size
 /// follows what is live after a load or a publish, as glibc's explicit
 /// trims did.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(feature = "jemalloc", target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 // SAFETY: jemalloc defines `malloc_conf` (a `const char *`) weakly for the
 // program to override, and `Option<&c_char>` has that pointer's layout. The

@@ -54,7 +54,7 @@ impl HandBackAtOnce {
     /// Hands freed memory back at once until the guard (and every other
     /// one) is dropped.
     pub fn new() -> HandBackAtOnce {
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        #[cfg(all(feature = "jemalloc", target_os = "linux", target_env = "gnu"))]
         jemalloc::hold();
         HandBackAtOnce(())
     }
@@ -68,12 +68,12 @@ impl Default for HandBackAtOnce {
 
 impl Drop for HandBackAtOnce {
     fn drop(&mut self) {
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        #[cfg(all(feature = "jemalloc", target_os = "linux", target_env = "gnu"))]
         jemalloc::release();
     }
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(feature = "jemalloc", target_os = "linux", target_env = "gnu"))]
 mod jemalloc {
     use std::sync::Mutex;
 
