@@ -207,6 +207,35 @@ fn publish(c: &mut Criterion) {
             })
         },
     );
+    // The aggregates' part alone: each changed wallet's old positions
+    // taken out and its new ones put in, back and forth, without the
+    // requote, the wallets' materializing or the render.
+    let served: Vec<_> = changed
+        .iter()
+        .map(|(input, old, new)| {
+            let mut served = new.clone();
+            materialize_wallet(input.clone(), &mut served, |_| true).unwrap();
+            (input, old.clone(), served)
+        })
+        .collect();
+    let mut kept = Some(tally.clone());
+    let mut forth = true;
+    g.bench_function(
+        format!("tally_change_{}_changed_wallets", changed.len()),
+        |b| {
+            b.iter(|| {
+                let mut t = kept.take().expect("kept");
+                for (input, old, new) in &served {
+                    let (from, to) = if forth { (old, new) } else { (new, old) };
+                    t.remove(&input.address, &input.account_value.0, from)
+                        .unwrap();
+                    t.add(&input.address, &input.account_value.0, to).unwrap();
+                }
+                forth = !forth;
+                kept = Some(black_box(t));
+            })
+        },
+    );
     g.finish();
 }
 
