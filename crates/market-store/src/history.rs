@@ -845,16 +845,29 @@ enum Tier {
 }
 
 impl Tier {
-    /// The first and last hour it holds, if any (the two ends of its key).
+    /// The first and last hour it holds, if any (the two ends of an index
+    /// on the hour). Two statements: SQLite seeks an end of an index only
+    /// for a lone `min` or `max`, and scanned the whole table for the two
+    /// together (about 90 ms a tier at a year of history).
     fn hours(self, conn: &mut DbConnection) -> Result<Option<(i64, i64)>, StoreError> {
         use diesel::dsl::{max, min};
         let (first, last): (Option<i64>, Option<i64>) = match self {
-            Tier::Points => history_points::table
-                .select((min(history_points::hour), max(history_points::hour)))
-                .first(conn)?,
-            Tier::Hourly => history_hourly::table
-                .select((min(history_hourly::hour), max(history_hourly::hour)))
-                .first(conn)?,
+            Tier::Points => (
+                history_points::table
+                    .select(min(history_points::hour))
+                    .first(conn)?,
+                history_points::table
+                    .select(max(history_points::hour))
+                    .first(conn)?,
+            ),
+            Tier::Hourly => (
+                history_hourly::table
+                    .select(min(history_hourly::hour))
+                    .first(conn)?,
+                history_hourly::table
+                    .select(max(history_hourly::hour))
+                    .first(conn)?,
+            ),
         };
         Ok(first.zip(last))
     }
@@ -1225,8 +1238,12 @@ impl EventHours {
         before: Option<i64>,
     ) -> Result<EventHours, StoreError> {
         use diesel::dsl::{max, min};
-        let (oldest, newest): (Option<i64>, Option<i64>) = position_events::table
-            .select((min(position_events::at), max(position_events::at)))
+        // Two statements, each a seek of an end of the key (see `Tier::hours`).
+        let oldest: Option<i64> = position_events::table
+            .select(min(position_events::at))
+            .first(conn)?;
+        let newest: Option<i64> = position_events::table
+            .select(max(position_events::at))
             .first(conn)?;
         let top = [newest, filter.to, before].into_iter().flatten().min();
         let bottom = [oldest, filter.from].into_iter().flatten().max();
