@@ -2149,6 +2149,85 @@ fn history_moves_to_hour_first_keys_and_back() {
     }
 }
 
+/// A history read and a read of one wallet's events seek on SQLite: no
+/// statement they run scans a history table or the events. (SQLite seeks
+/// an end of an index only for a lone `min` or `max`; with both in one
+/// statement it scanned the whole table, on every history request.)
+#[test]
+fn history_and_event_reads_scan_no_table_on_sqlite() {
+    use diesel::connection::{Connection, InstrumentationEvent};
+    use diesel::RunQueryDsl;
+    use std::sync::{Arc, Mutex};
+    #[derive(diesel::QueryableByName)]
+    struct Step {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        detail: String,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let options = PoolOptions {
+        max_size: 1,
+        ..PoolOptions::default()
+    };
+    let store = Store::open(dir.path().join("t.db").to_str().unwrap(), options).unwrap();
+    store.migrate().unwrap();
+    let at = datetime!(2026-11-22 01:00:00 UTC);
+    for minute in [0, 30, 61, 125] {
+        let at = at + time::Duration::minutes(minute);
+        write_version(
+            &store,
+            &version_of(at, &[market("BTC", "100")], &[], &[], &[]),
+        );
+    }
+    let ran = Arc::new(Mutex::new(Vec::<String>::new()));
+    {
+        let mut conn = store.conn().unwrap();
+        let DbConnection::Sqlite(c) = &mut *conn else {
+            unreachable!("a file path opens SQLite")
+        };
+        let sink = ran.clone();
+        c.set_instrumentation(move |event: InstrumentationEvent<'_>| {
+            if let InstrumentationEvent::StartQuery { query, .. } = event {
+                let sql = query.to_string();
+                let sql = sql.split(" -- binds:").next().unwrap_or_default();
+                sink.lock().unwrap().push(sql.to_owned());
+            }
+        });
+    }
+    for interval in [HistoryInterval::M5, HistoryInterval::H1] {
+        let read = store
+            .history(Series::Market, "BTC", interval, 0, i64::MAX / 2, 10)
+            .unwrap();
+        assert!(!read.is_empty());
+    }
+    let filter = EventFilter {
+        address: Some("0xaa".into()),
+        ..EventFilter::default()
+    };
+    store.events(&filter, None, 10).unwrap();
+    let ran = std::mem::take(&mut *ran.lock().unwrap());
+    let mut conn = store.conn().unwrap();
+    let DbConnection::Sqlite(c) = &mut *conn else {
+        unreachable!("a file path opens SQLite")
+    };
+    let selects: Vec<&String> = ran
+        .iter()
+        .filter(|q| q.starts_with("SELECT") || q.starts_with("WITH"))
+        .collect();
+    assert!(selects.len() >= 8, "{ran:?}");
+    for sql in selects {
+        let steps: Vec<String> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
+            .load::<Step>(c)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.detail)
+            .collect();
+        let scans = ["history_points", "history_hourly", "position_events"]
+            .iter()
+            .any(|t| steps.iter().any(|s| s.starts_with(&format!("SCAN {t}"))));
+        assert!(!scans, "{sql}: {steps:?}");
+    }
+}
+
 /// The model-based test of the history's two tiers: any sequence of
 /// observations of a market (in time order or back in time, an instant
 /// written again), each a whole version that applies retention as it is
