@@ -36,6 +36,30 @@ impl Moment {
         (nanos / 1_000_000_000) as u64
     }
 
+    /// The whole second since the epoch at or after this instant, in 4
+    /// bytes (0 before the epoch, `u32::MAX` from 2106 on): a wallet due
+    /// within a second is due at its end, never before.
+    pub fn second_up(self) -> u32 {
+        let nanos = self.0.get();
+        let up = nanos / 1_000_000_000 + i64::from(nanos % 1_000_000_000 > 0);
+        u32::try_from(up.max(0)).unwrap_or(u32::MAX)
+    }
+
+    /// The whole second since the epoch at or before this instant (see
+    /// [`Moment::second_up`]).
+    pub fn second_down(self) -> u32 {
+        let nanos = self.0.get();
+        u32::try_from(nanos.div_euclid(1_000_000_000).max(0)).unwrap_or(u32::MAX)
+    }
+
+    /// The instant of a whole second since the epoch.
+    pub fn of_second(second: u32) -> Moment {
+        Moment::of(
+            OffsetDateTime::from_unix_timestamp(i64::from(second))
+                .expect("a u32 of seconds is in time's range"),
+        )
+    }
+
     /// The instant, in UTC.
     pub fn at(self) -> OffsetDateTime {
         OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0.get()))
@@ -76,8 +100,10 @@ pub struct Entry {
     pub last_read_at: Option<Moment>,
     /// Its last read of every dex.
     pub last_sweep_at: Option<Moment>,
-    /// HIP-3 dexes it traded or held equity on, sorted (most wallets: none).
-    pub dexes: Box<[Box<str>]>,
+    /// HIP-3 dexes it traded or held equity on, sorted (most wallets: none):
+    /// see [`Entry::dexes`]. Boxed twice, so that the field takes one word
+    /// (a slice's pointer takes two) and a wallet without dexes no heap.
+    dexes: Option<Box<Box<[Box<str>]>>>,
 }
 
 impl Entry {
@@ -95,8 +121,19 @@ impl Entry {
             last_trade_at: e.last_trade_at.map(Moment::of),
             last_read_at: e.last_read_at.map(Moment::of),
             last_sweep_at: e.last_sweep_at.map(Moment::of),
-            dexes: e.dexes.iter().map(|d| Box::from(d.as_str())).collect(),
+            dexes: None,
         }
+        .with_dexes(e.dexes.iter().map(|d| Box::from(d.as_str())).collect())
+    }
+
+    fn with_dexes(mut self, dexes: Vec<Box<str>>) -> Entry {
+        self.set_dexes(dexes);
+        self
+    }
+
+    /// HIP-3 dexes it traded or held equity on, sorted, each once.
+    pub fn dexes(&self) -> &[Box<str>] {
+        self.dexes.as_deref().map_or(&[], |d| &**d)
     }
 
     /// The entry to persist, with its address.
@@ -111,7 +148,7 @@ impl Entry {
             position_value: decimal(&self.position_value),
             last_trade_at: self.last_trade_at.map(Moment::at),
             traded_notional: self.traded_notional.to_decimal(),
-            dexes: self.dexes.iter().map(|d| d.to_string()).collect(),
+            dexes: self.dexes().iter().map(|d| d.to_string()).collect(),
             last_read_at: self.last_read_at.map(Moment::at),
             last_sweep_at: self.last_sweep_at.map(Moment::at),
             empty_reads: self.empty_reads,
@@ -121,14 +158,14 @@ impl Entry {
 
     /// Whether it holds `dex`.
     pub fn has_dex(&self, dex: &str) -> bool {
-        self.dexes.iter().any(|d| &**d == dex)
+        self.dexes().iter().any(|d| &**d == dex)
     }
 
     /// Replaces its dexes by `dexes`, sorted and each once.
     pub fn set_dexes(&mut self, mut dexes: Vec<Box<str>>) {
         dexes.sort();
         dexes.dedup();
-        self.dexes = dexes.into_boxed_slice();
+        self.dexes = (!dexes.is_empty()).then(|| Box::new(dexes.into_boxed_slice()));
     }
 }
 
@@ -188,6 +225,43 @@ mod tests {
             assert_eq!(value.as_ref().unwrap().to_string(), text);
         }
         assert_eq!(back.traded_notional.to_string(), "42.00");
+    }
+
+    #[test]
+    fn whole_seconds_round_up_and_down_as_the_calendar_does() {
+        for (at, up, down) in [
+            (datetime!(2026-11-28 12:00:00 UTC), 0, 0),
+            (datetime!(2026-11-28 12:00:00.000000001 UTC), 1, 0),
+            (datetime!(2026-11-28 12:00:00.999999999 UTC), 1, 0),
+        ] {
+            let second = datetime!(2026-11-28 12:00:00 UTC).unix_timestamp() as u32;
+            assert_eq!(Moment::of(at).second_up(), second + up, "{at}");
+            assert_eq!(Moment::of(at).second_down(), second + down, "{at}");
+            assert!(Moment::of_second(second + up).at() >= at);
+        }
+        let before_epoch = Moment::of(datetime!(1960-01-01 00:00:00.5 UTC));
+        assert_eq!(
+            (before_epoch.second_up(), before_epoch.second_down()),
+            (0, 0)
+        );
+        let far = Moment::of(datetime!(2200-01-01 00:00:00 UTC));
+        assert_eq!((far.second_up(), far.second_down()), (u32::MAX, u32::MAX));
+    }
+
+    #[test]
+    fn an_entry_without_dexes_takes_no_heap_and_its_dexes_one_word() {
+        let mut e = Entry::of(&RegistryEntry::new(
+            "0xabc".into(),
+            DiscoverySource::Leaderboard,
+            datetime!(2026-11-25 21:00:00 UTC),
+        ));
+        assert!(e.dexes.is_none() && e.dexes().is_empty());
+        e.set_dexes(vec!["xyz".into(), "abc".into(), "xyz".into()]);
+        assert_eq!(e.dexes(), [Box::from("abc"), Box::from("xyz")]);
+        assert!(e.has_dex("xyz") && !e.has_dex("ab"));
+        e.set_dexes(Vec::new());
+        assert!(e.dexes.is_none());
+        assert_eq!(std::mem::size_of::<Option<Box<Box<[Box<str>]>>>>(), 8);
     }
 
     #[test]

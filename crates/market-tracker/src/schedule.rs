@@ -215,8 +215,9 @@ fn due_from(e: &Entry, tier: Tier, cfg: &Intervals, now: OffsetDateTime) -> Offs
     }
 }
 
-fn rank_of(e: &Entry) -> Reverse<u64> {
-    Reverse(exposure_of(e) as u64)
+fn rank_of(e: &Entry) -> Rank {
+    // `max` takes a NaN to 0; the rank only orders wallets due together.
+    Reverse((exposure_of(e).max(0.0) as f32).to_bits())
 }
 
 /// When a wallet's next sweep is due, or `None` for a demoted wallet (each of
@@ -256,11 +257,10 @@ pub struct Tracked {
     /// wallets have none.
     listing: Option<Box<Listing>>,
     due: Moment,
-    /// When its next sweep is due (`None`: every read is a sweep).
-    sweep_due: Option<Moment>,
     /// Larger exposure first among wallets due at the same instant (a cold
-    /// start, a leaderboard fetch).
-    rank: Reverse<u64>,
+    /// start, a leaderboard fetch). Its next sweep's due instant is not
+    /// kept: [`sweep_due`] gives it from the entry and the tier.
+    rank: Rank,
     tier: Tier,
     in_flight: bool,
     /// Changed since it was last saved.
@@ -274,7 +274,6 @@ impl Tracked {
             entry: Entry::of(entry),
             listing: None,
             due: due.into(),
-            sweep_due: None,
             rank: Reverse(0),
             tier,
             in_flight: false,
@@ -344,8 +343,16 @@ pub struct PublishedMarks(Vec<Option<Moment>>);
 /// A wallet's place in the registry's vector.
 type Slot = u32;
 
-/// One lane's wallets by (due time, larger exposure first, slot).
-type Queue = BTreeSet<(Moment, Reverse<u64>, Slot)>;
+/// One lane's wallets by (due second, larger exposure first, slot): 12
+/// bytes an entry, where the due instant to the nanosecond and the rank in
+/// 8 bytes each took 24 (a million wallets sit in two queues). The due
+/// instant is rounded up to its second, so a wallet is never handed out
+/// before it is due, and at most a second after.
+type Queue = BTreeSet<(u32, Rank, Slot)>;
+
+/// Larger exposure first: the exposure as an `f32`'s bits (which order as
+/// the non-negative floats do), reversed.
+type Rank = Reverse<u32>;
 
 /// The registry in memory: every wallet, its tier and due time, and which
 /// entries changed since they were last saved.
@@ -473,9 +480,8 @@ impl Schedule {
 
     fn insert(&mut self, mut t: Tracked) -> Slot {
         t.rank = rank_of(&t.entry);
-        t.sweep_due = sweep_due(&t.entry, t.tier, &self.cfg);
         let slot = Slot::try_from(self.wallets.len()).expect("fewer than 4 billion wallets");
-        Self::enqueue(&mut self.queues, &t, slot);
+        Self::enqueue(&mut self.queues, &self.cfg, &t, slot);
         let Schedule {
             wallets,
             index,
@@ -490,17 +496,22 @@ impl Schedule {
         slot
     }
 
-    fn enqueue(queues: &mut [Queue; LANES], t: &Tracked, slot: Slot) {
-        queues[t.tier as usize].insert((t.due, t.rank, slot));
-        if let Some(s) = t.sweep_due {
-            queues[SWEEP].insert((s, t.rank, slot));
+    fn enqueue(queues: &mut [Queue; LANES], cfg: &Intervals, t: &Tracked, slot: Slot) {
+        queues[t.tier as usize].insert((t.due.second_up(), t.rank, slot));
+        if let Some(s) = sweep_due(&t.entry, t.tier, cfg) {
+            queues[SWEEP].insert((s.second_up(), t.rank, slot));
         }
     }
 
-    fn dequeue(queues: &mut [Queue; LANES], t: &Tracked, slot: Slot) {
-        queues[t.tier as usize].remove(&(t.due, t.rank, slot));
-        if let Some(s) = t.sweep_due {
-            queues[SWEEP].remove(&(s, t.rank, slot));
+    /// Takes `t` out of the queues, by the keys [`Schedule::enqueue`] gave
+    /// it: every change to a wallet goes through [`Schedule::update_slot`],
+    /// which calls this before the change.
+    fn dequeue(queues: &mut [Queue; LANES], cfg: &Intervals, t: &Tracked, slot: Slot) {
+        let removed = queues[t.tier as usize].remove(&(t.due.second_up(), t.rank, slot));
+        debug_assert!(removed, "a queued wallet is found by its key");
+        if let Some(s) = sweep_due(&t.entry, t.tier, cfg) {
+            let removed = queues[SWEEP].remove(&(s.second_up(), t.rank, slot));
+            debug_assert!(removed, "a queued wallet is found by its sweep key");
         }
     }
 
@@ -514,14 +525,13 @@ impl Schedule {
     fn update_slot(&mut self, slot: Slot, f: impl FnOnce(&mut Tracked, &Intervals)) {
         let t = &mut self.wallets[slot as usize];
         if !t.in_flight {
-            Self::dequeue(&mut self.queues, t, slot);
+            Self::dequeue(&mut self.queues, &self.cfg, t, slot);
         }
         f(t, &self.cfg);
         t.tier = tier_of(&t.entry, &self.cfg);
         t.rank = rank_of(&t.entry);
-        t.sweep_due = sweep_due(&t.entry, t.tier, &self.cfg);
         if !t.in_flight {
-            Self::enqueue(&mut self.queues, t, slot);
+            Self::enqueue(&mut self.queues, &self.cfg, t, slot);
         }
         if !t.unsaved {
             t.unsaved = true;
@@ -633,7 +643,7 @@ impl Schedule {
                     e.empty_reads = 0;
                     let dex = market_model::symbol::dex_of(&coin).unwrap_or("");
                     if !dex.is_empty() && !e.has_dex(dex) {
-                        let mut dexes = e.dexes.to_vec();
+                        let mut dexes = e.dexes().to_vec();
                         dexes.push(dex.into());
                         e.set_dexes(dexes);
                     }
@@ -659,15 +669,16 @@ impl Schedule {
     /// (ties: the higher tier, the sweeps last), the earliest due within it.
     /// `dexes` are the exchange's dexes now.
     pub fn next_due(&mut self, now: OffsetDateTime, dexes: &[String]) -> Option<ReadJob> {
-        let now_m = Moment::of(now);
+        let now_s = Moment::of(now).second_down();
         let due: Vec<usize> = (0..LANES)
-            .filter(|&l| self.queues[l].first().is_some_and(|(d, _, _)| *d <= now_m))
+            .filter(|&l| self.queues[l].first().is_some_and(|(d, _, _)| *d <= now_s))
             .collect();
         // The queue orders whales by refresh due (last read + refresh, or
         // sooner after a trade), so its first is the stalest, or one that a
         // trade made due and has waited as long.
         let late =
-            Moment::of(now - (self.cfg.whale_deadline - self.cfg.refresh[Tier::Whale as usize]));
+            Moment::of(now - (self.cfg.whale_deadline - self.cfg.refresh[Tier::Whale as usize]))
+                .second_down();
         // A late whale is read outside the shares (its read counts in no
         // lane's pass): the shares divide what the deadline leaves.
         let overdue = self.queues[Tier::Whale as usize]
@@ -691,9 +702,9 @@ impl Schedule {
             .map(|&(_, _, slot)| slot)
             .expect("the lane has a due wallet");
         let t = &mut self.wallets[slot as usize];
-        Self::dequeue(&mut self.queues, t, slot);
+        Self::dequeue(&mut self.queues, &self.cfg, t, slot);
         t.in_flight = true;
-        let sweep = lane == SWEEP || t.sweep_due.is_none();
+        let sweep = lane == SWEEP || self.cfg.sweep[t.tier as usize].is_zero();
         let read: Vec<String> = if sweep {
             dexes.to_vec()
         } else {
@@ -721,7 +732,7 @@ impl Schedule {
             .iter()
             .filter_map(|q| q.first().map(|(d, _, _)| *d))
             .min()
-            .map(Moment::at)
+            .map(|second| Moment::of_second(second).at())
     }
 
     /// Records a successful read.
@@ -746,9 +757,9 @@ impl Schedule {
             }
             // The dexes read keep the wallet only where it holds equity or a
             // position; one added by a trade during the read stays until read.
-            if !e.dexes.is_empty() || active_dexes.iter().any(|d| !d.is_empty()) {
+            if !e.dexes().is_empty() || active_dexes.iter().any(|d| !d.is_empty()) {
                 let dexes = e
-                    .dexes
+                    .dexes()
                     .iter()
                     .filter(|d| !job.dexes.iter().any(|r| r == &***d))
                     .cloned()
@@ -834,15 +845,19 @@ impl Schedule {
 
     /// When a wallet's next sweep is due (`None`: every read is a sweep).
     pub fn sweep_due_of(&self, address: &str) -> Option<OffsetDateTime> {
-        self.get(address).and_then(|t| t.sweep_due).map(Moment::at)
+        self.get(address)
+            .and_then(|t| sweep_due(&t.entry, t.tier, &self.cfg))
+            .map(Moment::at)
     }
 
     /// When a wallet is next handed out, for a refresh or a sweep (`None`:
     /// unknown, or being read now).
     pub fn due_of(&self, address: &str) -> Option<OffsetDateTime> {
-        self.get(address)
-            .filter(|t| !t.in_flight)
-            .map(|t| t.sweep_due.map_or(t.due, |s| s.min(t.due)).at())
+        self.get(address).filter(|t| !t.in_flight).map(|t| {
+            sweep_due(&t.entry, t.tier, &self.cfg)
+                .map_or(t.due, |s| s.min(t.due))
+                .at()
+        })
     }
 }
 
@@ -869,6 +884,33 @@ mod tests {
             address: address.into(),
             account_value: value.parse().unwrap(),
         }
+    }
+
+    #[test]
+    fn a_registry_entry_and_its_queue_keys_stay_small() {
+        // A million of each: 136 MiB of entries (160 before the sweep due
+        // instant was derived and the dexes took one word), and queue keys
+        // of 12 bytes (24 before).
+        assert!(
+            std::mem::size_of::<Tracked>() <= 136,
+            "{}",
+            std::mem::size_of::<Tracked>()
+        );
+        assert_eq!(std::mem::size_of::<(u32, Rank, Slot)>(), 12);
+    }
+
+    #[test]
+    fn a_wallet_due_within_a_second_is_handed_out_at_its_end_never_before() {
+        let mut s = Schedule::new(Intervals::default(), [], NOW);
+        let at = NOW + Duration::milliseconds(300);
+        s.discover(lb("0xw", "5000000"), at);
+        assert_eq!(s.next_due(NOW, &dexes()), None, "not due yet");
+        assert_eq!(s.next_due(at, &dexes()), None, "due within the second");
+        assert_eq!(s.earliest_due(), Some(NOW + Duration::seconds(1)));
+        let job = s
+            .next_due(NOW + Duration::seconds(1), &dexes())
+            .expect("due");
+        assert_eq!(job.address, "0xw");
     }
 
     #[test]
