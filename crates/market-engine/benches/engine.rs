@@ -158,6 +158,36 @@ fn publish(c: &mut Criterion) {
             })
         },
     );
+    // The render alone: every market's figures, cohorts and levels.
+    g.bench_function(format!("render_{}_positions", tally.positions()), |b| {
+        b.iter(|| black_box(tally.render("perpnet", now, freshness.clone())))
+    });
+    // The same wallets with every position's liquidation price rounded to
+    // its market's bucket size: each level's members at one price, as an
+    // exchange's positions alike in entry and leverage are.
+    let crowded = {
+        let mut positions = base.positions.clone();
+        for p in &mut positions {
+            if let (Some(liq), Some(q)) = (
+                p.liq_price.as_mut(),
+                quotes.iter().find(|q| q.symbol == p.symbol),
+            ) {
+                let size = bucket_size_for_price(&q.price.0);
+                liq.0 = market_engine::bucket_price(&liq.0, &size.0);
+            }
+        }
+        Tally::of(
+            &quotes,
+            &market_engine::DataVersion {
+                positions,
+                ..base.clone()
+            },
+        )
+    };
+    g.bench_function(
+        format!("render_crowded_levels_{}_positions", crowded.positions()),
+        |b| b.iter(|| black_box(crowded.render("perpnet", now, freshness.clone()))),
+    );
     // Every market's price ten times higher, then back: each requote gives
     // every market another bucket size, so all the levels are bucketed
     // again (a real market crosses such a price now and then).

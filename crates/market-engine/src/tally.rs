@@ -20,7 +20,7 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use bigdecimal::BigDecimal;
 use market_model::{
@@ -167,6 +167,40 @@ struct Member {
     liq: CompactDecimal,
     value: CompactDecimal,
     wallet: Arc<str>,
+}
+
+/// Of the members at the highest liquidation price, the first (the lowest
+/// address): equal prices keep the first met. A few steps back from the
+/// end find it in most levels; a longer run is sought in the tree, since
+/// a level of thousands of positions at one price (an exchange's
+/// positions alike in leverage and entry) was walked whole at every
+/// render.
+fn first_of_last_run<'a>(members: &'a BTreeSet<Member>, last: &'a Member) -> &'a Member {
+    const STEPS: usize = 8;
+    let mut first = last;
+    for m in members.iter().rev().skip(1).take(STEPS) {
+        if !m.liq.cmp_value(&last.liq).is_eq() {
+            return first;
+        }
+        first = m;
+    }
+    members
+        .range(Member::first_at(&last.liq)..)
+        .next()
+        .unwrap_or(first)
+}
+
+impl Member {
+    /// A probe that orders before every member at liquidation price `liq`
+    /// (and after every member below it): its wallet is the empty text.
+    fn first_at(liq: &CompactDecimal) -> Member {
+        static NOBODY: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
+        Member {
+            liq: liq.clone(),
+            value: liq.clone(),
+            wallet: NOBODY.clone(),
+        }
+    }
 }
 
 impl Ord for Member {
@@ -407,15 +441,7 @@ impl MarketTally {
             .map(|((side, price), b)| {
                 let first = b.members.first().expect("a level has members");
                 let last = b.members.last().expect("a level has members");
-                // Equal prices keep the first met (the lower address): the
-                // first of the last run, found from the end.
-                let max = b
-                    .members
-                    .iter()
-                    .rev()
-                    .take_while(|m| m.liq.cmp_value(&last.liq).is_eq())
-                    .last()
-                    .expect("the last member is one");
+                let max = first_of_last_run(&b.members, last);
                 Level {
                     side: side_of(*side),
                     bucket_price: Decimal(price.clone()),
@@ -1053,6 +1079,31 @@ mod tests {
         let err = tally.add("0xa", &d("1").0, [&p]).unwrap_err();
         assert_eq!(err.symbol, "SOL");
         assert_eq!(tally.wallets(), 0);
+    }
+
+    #[test]
+    fn a_levels_highest_price_is_the_lowest_address_at_it_however_long_the_run() {
+        let member = |liq: &str, wallet: &str| Member {
+            liq: CompactDecimal::of(&liq.parse().unwrap()),
+            value: CompactDecimal::of(&"1".parse().unwrap()),
+            wallet: Arc::from(wallet),
+        };
+        for run in [1, 2, 8, 9, 10, 500] {
+            let mut members: BTreeSet<Member> = (0..5)
+                .map(|i| member("4.5", &format!("0xb{i:03}")))
+                .collect();
+            // The run's lowest address has the text `5.00`; the others `5`
+            // or `5.0`, inserted in no particular order.
+            members.insert(member("5.00", "0xa000"));
+            for i in (1..run).rev() {
+                let text = if i % 2 == 0 { "5" } else { "5.0" };
+                members.insert(member(text, &format!("0xa{i:03}")));
+            }
+            let last = members.last().unwrap();
+            let first = first_of_last_run(&members, last);
+            assert_eq!(&*first.wallet, "0xa000", "a run of {run}");
+            assert_eq!(first.liq.to_big().to_string(), "5.00", "a run of {run}");
+        }
     }
 
     #[test]
