@@ -1,24 +1,22 @@
 //! A followed position as the book holds it: what the store's
 //! [`TrackedPosition`] says but the address (the book's key already is the
-//! wallet), its symbol shared with every other position in the market, its
-//! instant as a [`Moment`] and its uPnL compact. 40 bytes, where a
+//! wallet), its symbol as a 4-byte [`Symbol`], its instant as a
+//! [`Moment`] and its uPnL compact. 24 bytes, where a
 //! `TrackedPosition` takes about 200 with its heap (an owned address and
 //! symbol, a `BigDecimal`): an own node follows a million positions.
-
-use std::sync::Arc;
 
 use market_engine::CompactDecimal;
 use market_model::Direction;
 use market_store::TrackedPosition;
 
-use crate::held::Symbols;
+use crate::held::Symbol;
 use crate::registry::Moment;
 
 /// One position a wallet's analytics follow, in the book.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Followed {
-    /// Network symbol (shared).
-    pub symbol: Arc<str>,
+    /// Network symbol.
+    pub symbol: Symbol,
     /// Long or short.
     pub direction: Direction,
     /// Whether `opened_at` is its open time (the wallet was already followed
@@ -32,9 +30,9 @@ pub struct Followed {
 
 impl Followed {
     /// `t` as the book holds it.
-    pub fn of(t: &TrackedPosition, symbols: &mut Symbols) -> Followed {
+    pub fn of(t: &TrackedPosition) -> Followed {
         Followed {
-            symbol: symbols.get(&t.symbol),
+            symbol: Symbol::of(&t.symbol),
             direction: t.direction,
             open_time_known: t.open_time_known,
             opened_at: Moment::of(t.opened_at),
@@ -62,7 +60,6 @@ mod tests {
 
     #[test]
     fn a_followed_position_comes_back_as_it_went_in() {
-        let mut symbols = Symbols::default();
         let t = TrackedPosition {
             address: "0xa".into(),
             symbol: "xyz:TSLA".into(),
@@ -72,14 +69,14 @@ mod tests {
             // More digits than an i64 holds, and a trailing zero kept.
             last_upnl: "-123456789012345678901234.50".parse().unwrap(),
         };
-        let f = Followed::of(&t, &mut symbols);
+        let f = Followed::of(&t);
         let back = f.to_tracked("0xa");
         assert_eq!(back, t);
         assert_eq!(back.last_upnl.0.to_string(), t.last_upnl.0.to_string());
-        let again = Followed::of(&t, &mut symbols);
-        assert!(Arc::ptr_eq(&f.symbol, &again.symbol), "one copy per symbol");
+        let again = Followed::of(&t);
+        assert_eq!(f.symbol, again.symbol, "one key per symbol");
         assert!(
-            std::mem::size_of::<Followed>() <= 40,
+            std::mem::size_of::<Followed>() <= 24,
             "{}",
             std::mem::size_of::<Followed>()
         );

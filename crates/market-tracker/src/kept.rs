@@ -4,14 +4,13 @@
 //! address, a `BigDecimal` per amount and a `String` per dex and symbol;
 //! an own node keeps 300,000 of these with a million followed positions, so
 //! the book holds the same values compactly (instants as [`Moment`],
-//! amounts as [`CompactDecimal`], symbols shared) and makes the store's
+//! amounts as [`CompactDecimal`], symbols as 4-byte keys) and makes the store's
 //! forms back only for the wallet being read or written.
 
 use market_engine::CompactDecimal;
 use market_store::{TrackedPosition, WalletScanState};
 
 use crate::followed::Followed;
-use crate::held::Symbols;
 use crate::registry::Moment;
 
 /// One wallet's scan state and followed positions, compact (see the module).
@@ -32,7 +31,7 @@ pub struct Kept {
 
 impl Kept {
     /// `state` and `tracked` (its followed positions) as the book keeps them.
-    pub fn of(state: &WalletScanState, tracked: &[TrackedPosition], symbols: &mut Symbols) -> Kept {
+    pub fn of(state: &WalletScanState, tracked: &[TrackedPosition]) -> Kept {
         Kept {
             missed_scans: state.missed_scans,
             closed_count: state.closed_count,
@@ -46,7 +45,7 @@ impl Kept {
                 .read_dexes
                 .as_ref()
                 .map(|d| d.iter().map(|d| Box::from(d.as_str())).collect()),
-            followed: tracked.iter().map(|t| Followed::of(t, symbols)).collect(),
+            followed: tracked.iter().map(Followed::of).collect(),
         }
     }
 
@@ -94,7 +93,6 @@ mod tests {
 
     #[test]
     fn a_kept_history_comes_back_as_it_went_in() {
-        let mut symbols = Symbols::default();
         let state = WalletScanState {
             address: "0xa".into(),
             missed_scans: 2,
@@ -116,7 +114,7 @@ mod tests {
             open_time_known: false,
             last_upnl: "0.0000".parse().unwrap(),
         }];
-        let kept = Kept::of(&state, &tracked, &mut symbols);
+        let kept = Kept::of(&state, &tracked);
         assert_eq!(kept.state("0xa"), state);
         // Equal decimals may differ in scale: the text must not.
         let back = kept.state("0xa");
@@ -130,7 +128,7 @@ mod tests {
             address: "0xb".into(),
             ..WalletScanState::default()
         };
-        assert_eq!(Kept::of(&empty, &[], &mut symbols).state("0xb"), empty);
+        assert_eq!(Kept::of(&empty, &[]).state("0xb"), empty);
         assert!(
             std::mem::size_of::<Kept>() <= 96,
             "{}",

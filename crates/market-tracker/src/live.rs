@@ -12,7 +12,7 @@ use market_model::{LiquidityDay, MarketPosition};
 
 use crate::account::Account;
 use crate::address::Address;
-use crate::held::{Held, Symbols};
+use crate::held::Held;
 use crate::kept::Kept;
 use time::OffsetDateTime;
 
@@ -218,8 +218,6 @@ pub struct Book {
     /// Wallets read since the last publish.
     pub(crate) pending: BTreeMap<Address, Pending>,
     next_read: u64,
-    /// The symbols of the positions held.
-    symbols: Symbols,
 }
 
 impl Book {
@@ -265,8 +263,7 @@ impl Book {
         base.observed_at = Some(meta.observed_at);
         if meta.source == "track" || meta.source == "scan" {
             let mut positions: HashMap<Box<str>, Vec<Held>> = HashMap::new();
-            for (address, mut held) in loaded.version.positions.into_iter().flatten() {
-                held.share_symbol(&mut book.symbols);
+            for (address, held) in loaded.version.positions.into_iter().flatten() {
                 positions.entry(address).or_default().push(held);
             }
             // The tally of what the version serves, one wallet at a time, so
@@ -303,7 +300,7 @@ impl Book {
                 let key = Address::of(&state.address);
                 if book.wallets.contains_key(&key) {
                     let tracked = followed.remove(&state.address).unwrap_or_default();
-                    let kept = Kept::of(&state, &tracked, &mut book.symbols);
+                    let kept = Kept::of(&state, &tracked);
                     book.states.insert(key, Box::new(kept));
                 }
             })?;
@@ -342,7 +339,6 @@ impl Book {
             stored.pending.insert(address, pending);
         }
         stored.next_read = self.next_read;
-        stored.symbols = std::mem::take(&mut self.symbols);
         *self = stored;
     }
 
@@ -415,7 +411,7 @@ impl Book {
         state.read_dexes = Some(covered.into_iter().collect());
         self.states.insert(
             key.clone(),
-            Box::new(Kept::of(&state, &follow, &mut self.symbols)),
+            Box::new(Kept::of(&state, &follow)),
         );
         let (kols, kol_profile) = previous.as_ref().map(|p| p.input.kol()).unwrap_or_default();
         let input = Account::of(WalletInput {
@@ -441,7 +437,7 @@ impl Book {
         let positions = obs
             .positions
             .iter()
-            .map(|p| Held::of(p, &mut self.symbols))
+            .map(Held::of)
             .collect();
         self.wallets
             .insert(key, Box::new(LiveWallet { input, positions }));
