@@ -409,10 +409,8 @@ impl Book {
             .chain(obs.dexes.iter().cloned())
             .collect();
         state.read_dexes = Some(covered.into_iter().collect());
-        self.states.insert(
-            key.clone(),
-            Box::new(Kept::of(&state, &follow)),
-        );
+        self.states
+            .insert(key.clone(), Box::new(Kept::of(&state, &follow)));
         let (kols, kol_profile) = previous.as_ref().map(|p| p.input.kol()).unwrap_or_default();
         let input = Account::of(WalletInput {
             address: address.to_owned(),
@@ -434,11 +432,7 @@ impl Book {
                 published: previous,
                 published_covered: covered_before,
             });
-        let positions = obs
-            .positions
-            .iter()
-            .map(Held::of)
-            .collect();
+        let positions = obs.positions.iter().map(Held::of).collect();
         self.wallets
             .insert(key, Box::new(LiveWallet { input, positions }));
         Ok(Applied::Pending)
