@@ -1279,6 +1279,12 @@ mod tests {
             Take,
             Publish,
             Advance(i64),
+            /// Time moves by milliseconds: due instants within a second.
+            AdvanceMillis(i64),
+            /// Time moves to the start of the second in which the earliest
+            /// wallet falls due: the instant a whole-second queue would
+            /// hand it out too early.
+            ToDueSecond,
             Restart,
         }
 
@@ -1294,8 +1300,50 @@ mod tests {
                 1 => Just(Step::Take),
                 2 => Just(Step::Publish),
                 3 => (1i64..900).prop_map(Step::Advance),
+                2 => (1i64..3_000).prop_map(Step::AdvanceMillis),
+                2 => Just(Step::ToDueSecond),
                 2 => Just(Step::Restart),
             ]
+        }
+
+        /// The next due job, checked against every wallet's due instant
+        /// before it: the wallet taken was due (never before), and a wallet
+        /// due a second ago or more is never left waiting for nothing.
+        fn take(s: &mut Schedule, now: OffsetDateTime) -> Result<Option<ReadJob>, TestCaseError> {
+            let due: HashMap<String, Option<OffsetDateTime>> = s
+                .iter()
+                .map(|t| {
+                    let a = t.address.to_string();
+                    let d = s.due_of(&a);
+                    (a, d)
+                })
+                .collect();
+            let job = s.next_due(now, &dexes());
+            match &job {
+                Some(job) => {
+                    let d = due[&job.address].expect("a wallet not in flight");
+                    prop_assert!(
+                        d <= now,
+                        "{} taken at {} but due at {}",
+                        job.address,
+                        now,
+                        d
+                    );
+                }
+                None => {
+                    let late = due
+                        .values()
+                        .flatten()
+                        .find(|&&d| d <= now - Duration::SECOND);
+                    prop_assert!(
+                        late.is_none(),
+                        "nothing taken at {} though due at {:?}",
+                        now,
+                        late
+                    );
+                }
+            }
+            Ok(job)
         }
 
         fn run(steps: &[Step]) -> Result<(), TestCaseError> {
@@ -1326,7 +1374,7 @@ mod tests {
                         );
                     }
                     Step::Read(value, empty) => {
-                        if let Some(job) = s.next_due(now, &dexes()) {
+                        if let Some(job) = take(&mut s, now)? {
                             let v: Decimal = if *empty {
                                 Decimal::zero()
                             } else {
@@ -1338,17 +1386,17 @@ mod tests {
                         }
                     }
                     Step::Fail => {
-                        if let Some(job) = s.next_due(now, &dexes()) {
+                        if let Some(job) = take(&mut s, now)? {
                             s.read_failed(&job, now);
                         }
                     }
                     Step::Defer => {
-                        if let Some(job) = s.next_due(now, &dexes()) {
+                        if let Some(job) = take(&mut s, now)? {
                             s.read_deferred(&job, now + Duration::seconds(30));
                         }
                     }
                     Step::Take => {
-                        s.next_due(now, &dexes());
+                        take(&mut s, now)?;
                     }
                     Step::Publish => {
                         for (a, (at, empty)) in read_at.drain() {
@@ -1361,6 +1409,17 @@ mod tests {
                         }
                     }
                     Step::Advance(secs) => now += Duration::seconds(*secs),
+                    Step::AdvanceMillis(ms) => now += Duration::milliseconds(*ms),
+                    Step::ToDueSecond => {
+                        let earliest = s
+                            .iter()
+                            .filter_map(|t| s.due_of(&t.address.to_string()))
+                            .min();
+                        if let Some(due) = earliest {
+                            let second = due.replace_nanosecond(0).expect("zero is a nanosecond");
+                            now = now.max(second);
+                        }
+                    }
                     Step::Restart => {
                         let before: Vec<(String, Option<OffsetDateTime>)> = s
                             .iter()
