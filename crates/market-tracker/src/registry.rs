@@ -109,7 +109,7 @@ pub struct Entry {
 impl Entry {
     /// The compact form of `e` (its address is kept by the caller).
     pub fn of(e: &RegistryEntry) -> Entry {
-        Entry {
+        let mut entry = Entry {
             sources: e.sources,
             empty_reads: e.empty_reads,
             failed_reads: e.failed_reads,
@@ -122,13 +122,9 @@ impl Entry {
             last_read_at: e.last_read_at.map(Moment::of),
             last_sweep_at: e.last_sweep_at.map(Moment::of),
             dexes: None,
-        }
-        .with_dexes(e.dexes.iter().map(|d| Box::from(d.as_str())).collect())
-    }
-
-    fn with_dexes(mut self, dexes: Vec<Box<str>>) -> Entry {
-        self.set_dexes(dexes);
-        self
+        };
+        entry.set_dexes(e.dexes.iter().map(|d| Box::from(d.as_str())).collect());
+        entry
     }
 
     /// HIP-3 dexes it traded or held equity on, sorted, each once.

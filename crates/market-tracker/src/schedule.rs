@@ -257,7 +257,7 @@ pub struct Tracked {
     /// wallets have none.
     listing: Option<Box<Listing>>,
     due: Moment,
-    /// Larger exposure first among wallets due at the same instant (a cold
+    /// Larger exposure first among wallets due in the same second (a cold
     /// start, a leaderboard fetch). Its next sweep's due instant is not
     /// kept: [`sweep_due`] gives it from the entry and the tier.
     rank: Rank,
@@ -496,10 +496,21 @@ impl Schedule {
         slot
     }
 
+    /// `t`'s keys: in its tier's lane, and in the sweeps' unless each of
+    /// its reads is a sweep.
+    fn keys(
+        cfg: &Intervals,
+        t: &Tracked,
+        slot: Slot,
+    ) -> impl Iterator<Item = (usize, (u32, Rank, Slot))> {
+        let key = |due: Moment| (due.second_up(), t.rank, slot);
+        std::iter::once((t.tier as usize, key(t.due)))
+            .chain(sweep_due(&t.entry, t.tier, cfg).map(|s| (SWEEP, key(s))))
+    }
+
     fn enqueue(queues: &mut [Queue; LANES], cfg: &Intervals, t: &Tracked, slot: Slot) {
-        queues[t.tier as usize].insert((t.due.second_up(), t.rank, slot));
-        if let Some(s) = sweep_due(&t.entry, t.tier, cfg) {
-            queues[SWEEP].insert((s.second_up(), t.rank, slot));
+        for (lane, key) in Self::keys(cfg, t, slot) {
+            queues[lane].insert(key);
         }
     }
 
@@ -507,11 +518,9 @@ impl Schedule {
     /// it: every change to a wallet goes through [`Schedule::update_slot`],
     /// which calls this before the change.
     fn dequeue(queues: &mut [Queue; LANES], cfg: &Intervals, t: &Tracked, slot: Slot) {
-        let removed = queues[t.tier as usize].remove(&(t.due.second_up(), t.rank, slot));
-        debug_assert!(removed, "a queued wallet is found by its key");
-        if let Some(s) = sweep_due(&t.entry, t.tier, cfg) {
-            let removed = queues[SWEEP].remove(&(s.second_up(), t.rank, slot));
-            debug_assert!(removed, "a queued wallet is found by its sweep key");
+        for (lane, key) in Self::keys(cfg, t, slot) {
+            let removed = queues[lane].remove(&key);
+            debug_assert!(removed, "a queued wallet is found by its key");
         }
     }
 
