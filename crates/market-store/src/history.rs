@@ -34,7 +34,11 @@ use crate::cached::Upsert;
 use crate::connection::MultiBackend;
 use crate::convert::epoch_ms;
 use crate::event_stream::{self, SequencedEvent};
-use crate::schema::{history_hourly, history_points, position_events};
+use crate::journal::Journal;
+use crate::schema::{
+    history_hourly, history_points, history_points_journal, position_events, position_events_all,
+    position_events_journal,
+};
 use crate::steps::Steps;
 use crate::{insert_chunked, DbConnection, Store, StoreError, ADDRESS_CHUNK, MAX_BINDS};
 
@@ -211,6 +215,30 @@ struct PointRow {
     body: String,
 }
 
+/// A point as the journal takes it: [`PointRow`]'s fields (the journal
+/// numbers its rows itself).
+#[derive(Insertable)]
+#[diesel(table_name = history_points_journal)]
+struct JournalRow<'a> {
+    hour: i64,
+    series: &'a str,
+    key: &'a str,
+    at: i64,
+    body: &'a str,
+}
+
+impl<'a> JournalRow<'a> {
+    fn of(p: &'a PointRow) -> Self {
+        JournalRow {
+            hour: p.hour,
+            series: p.series,
+            key: &p.key,
+            at: p.at,
+            body: &p.body,
+        }
+    }
+}
+
 #[derive(Insertable)]
 #[diesel(table_name = history_hourly)]
 struct HourlyRow {
@@ -234,6 +262,35 @@ struct EventRow {
     body: String,
 }
 
+/// An event as the journal takes it: [`EventRow`]'s fields.
+#[derive(Insertable)]
+#[diesel(table_name = position_events_journal)]
+struct JournalEventRow<'a> {
+    seq: i64,
+    at: i64,
+    hour: i64,
+    address: &'a str,
+    symbol: &'a str,
+    kind: &'static str,
+    value_micro: i64,
+    body: &'a str,
+}
+
+impl<'a> JournalEventRow<'a> {
+    fn of(r: &'a EventRow) -> Self {
+        JournalEventRow {
+            seq: r.seq,
+            at: r.at,
+            hour: r.hour,
+            address: &r.address,
+            symbol: &r.symbol,
+            kind: r.kind,
+            value_micro: r.value_micro,
+            body: &r.body,
+        }
+    }
+}
+
 /// One observation, as a writer records it.
 pub(crate) struct Observation<'a> {
     pub observed_at: OffsetDateTime,
@@ -253,6 +310,10 @@ pub(crate) struct Observation<'a> {
     /// Per written wallet, the dexes this observation reads and the previous
     /// one did not: a position there is a first observation, not an opening.
     pub newly_read: &'a [(String, Vec<String>)],
+    /// Whether its points go to the journal (`track`'s publishes: a few
+    /// thousand changed wallets, merged in bulk later) or, the journal
+    /// merged first, straight into the table (whole writes).
+    pub journal: bool,
     /// Whether to apply retention now ([`roll_up_and_prune`]): whole
     /// writes do; `track` does it between its publishes
     /// ([`Store::prune_history`]), so that the copy of an hour into the
@@ -260,6 +321,42 @@ pub(crate) struct Observation<'a> {
     pub prune: bool,
 }
 
+/// Writes points into `$table` (`history_points` or its journal, whose
+/// keys are the same); each replaces a point of the same key and instant
+/// (an observation written again). Nothing stored is read or deleted
+/// first, and the points of one observation share their hour: they go
+/// into one part of the table.
+macro_rules! upsert_points {
+    ($conn:expr, $table:ident, $rows:expr) => {{
+        use diesel::upsert::excluded;
+        let rows = $rows;
+        match &mut *$conn {
+            // A row at a time on a statement prepared once (see `cached`),
+            // under a type of this table's own.
+            DbConnection::Sqlite(c) => {
+                struct Key;
+                for row in rows.iter() {
+                    Upsert::<Key, _>::new(
+                        diesel::insert_into($table::table).values(row),
+                        " ON CONFLICT (hour, series, key, at) DO UPDATE SET body = excluded.body",
+                    )
+                    .execute(c)?;
+                }
+            }
+            DbConnection::Postgresql(c) => {
+                let per_chunk = MAX_BINDS / crate::columns_of::<$table::table>();
+                for values in rows.chunks(per_chunk) {
+                    diesel::insert_into($table::table)
+                        .values(values)
+                        .on_conflict(($table::hour, $table::series, $table::key, $table::at))
+                        .do_update()
+                        .set($table::body.eq(excluded($table::body)))
+                        .execute(c)?;
+                }
+            }
+        }
+    }};
+}
 /// Records an observation: its market and wallet points and, when asked,
 /// the position events against the previous observation, and applies
 /// retention.
@@ -310,12 +407,24 @@ pub(crate) fn record(
         }
     }));
     steps.mark("points rendered");
-    write_points(conn, &points)?;
+    if obs.journal {
+        let rows: Vec<JournalRow<'_>> = points.iter().map(JournalRow::of).collect();
+        upsert_points!(conn, history_points_journal, &rows);
+    } else {
+        // A point written straight into the table must not be hidden by
+        // an earlier one of the same instant in the journal.
+        Journal::Points.merge(conn)?;
+        upsert_points!(conn, history_points, &points);
+    }
     steps.mark("points written");
     if obs.events {
         let events = derive_events(obs)?;
         steps.mark("events derived");
-        let written = write_events(conn, &events)?;
+        if !obs.journal {
+            // Straight into the table, after the journal's (older) events.
+            Journal::Events.merge(conn)?;
+        }
+        let written = write_events(conn, &events, obs.journal)?;
         steps.mark("events written");
         // Enqueued at the wall time (`webhook deliveries` shows when).
         crate::webhooks::enqueue(conn, OffsetDateTime::now_utc(), &written)?;
@@ -333,50 +442,14 @@ fn hour_of(at: i64) -> i64 {
     at - at.rem_euclid(HOUR_MS)
 }
 
-/// Writes points; each replaces a point of the same key and instant (an
-/// observation written again). Nothing stored is read or deleted first,
-/// and the points of one observation share their hour: they go into one
-/// part of the table.
-fn write_points(conn: &mut DbConnection, points: &[PointRow]) -> Result<(), StoreError> {
-    use diesel::upsert::excluded;
-    let c = match conn {
-        // A row at a time on a statement prepared once (see `cached`).
-        DbConnection::Sqlite(c) => {
-            struct PointUpsert;
-            for p in points {
-                Upsert::<PointUpsert, _>::new(
-                    diesel::insert_into(history_points::table).values(p),
-                    " ON CONFLICT (hour, series, key, at) DO UPDATE SET body = excluded.body",
-                )
-                .execute(c)?;
-            }
-            return Ok(());
-        }
-        DbConnection::Postgresql(c) => c,
-    };
-    let per_chunk = MAX_BINDS / crate::columns_of::<history_points::table>();
-    for values in points.chunks(per_chunk) {
-        diesel::insert_into(history_points::table)
-            .values(values)
-            .on_conflict((
-                history_points::hour,
-                history_points::series,
-                history_points::key,
-                history_points::at,
-            ))
-            .do_update()
-            .set(history_points::body.eq(excluded(history_points::body)))
-            .execute(c)?;
-    }
-    Ok(())
-}
-
-/// Writes events; an event with the same keys (an observation written
-/// again at the same instant) is replaced. Returns each with its number,
-/// in stream order.
+/// Writes events, into the journal (`track`'s publishes) or the table; an
+/// event with the same keys (an observation written again at the same
+/// instant) is replaced, wherever it is (so that an event is in one of the
+/// two only). Returns each with its number, in stream order.
 pub(crate) fn write_events<'e>(
     conn: &mut DbConnection,
     events: &'e [PositionEvent],
+    journal: bool,
 ) -> Result<Vec<(i64, &'e PositionEvent)>, StoreError> {
     if events.is_empty() {
         return Ok(Vec::new());
@@ -416,16 +489,33 @@ pub(crate) fn write_events<'e>(
                     .filter(position_events::address.eq_any(chunk)),
             )
             .execute(conn)?;
+            diesel::delete(
+                position_events_journal::table
+                    .filter(position_events_journal::at.eq(at))
+                    .filter(position_events_journal::address.eq_any(chunk)),
+            )
+            .execute(conn)?;
         }
     }
     let mut quiet = |_: &str, _: usize, _: usize| {};
-    insert_chunked!(
-        conn,
-        position_events::table,
-        &rows,
-        "position events",
-        &mut quiet
-    );
+    if journal {
+        let rows: Vec<JournalEventRow<'_>> = rows.iter().map(JournalEventRow::of).collect();
+        insert_chunked!(
+            conn,
+            position_events_journal::table,
+            &rows,
+            "position events",
+            &mut quiet
+        );
+    } else {
+        insert_chunked!(
+            conn,
+            position_events::table,
+            &rows,
+            "position events",
+            &mut quiet
+        );
+    }
     Ok(rows.iter().map(|r| r.seq).zip(ordered).collect())
 }
 
@@ -625,6 +715,14 @@ pub(crate) fn roll_up_and_prune(
     let events_from = at - i64::from(retention.events_days) * DAY_MS;
     // Hours before this one are wholly older than `points_from`.
     let whole_before = hour_of(points_from);
+    // The journal holds the latest publishes' points: an hour rolled up
+    // takes them too (only when merges fell behind by days).
+    let journaled_from: Option<i64> = history_points_journal::table
+        .select(diesel::dsl::min(history_points_journal::hour))
+        .first(conn)?;
+    if journaled_from.is_some_and(|h| h < whole_before) {
+        Journal::Points.merge(conn)?;
+    }
     loop {
         let oldest: Option<i64> = history_points::table
             .select(diesel::dsl::min(history_points::hour))
@@ -652,6 +750,14 @@ pub(crate) fn roll_up_and_prune(
     // down from the newest event until it meets one old enough, reading
     // every event retention keeps at each publish; the expression leaves it
     // the `at` range of the primary key.
+    // As for the points: the journal's events go first into the table
+    // when it holds some retention deletes.
+    let journaled_from: Option<i64> = position_events_journal::table
+        .select(diesel::dsl::min(position_events_journal::at))
+        .first(conn)?;
+    if journaled_from.is_some_and(|at| at < events_from) {
+        Journal::Events.merge(conn)?;
+    }
     let pruned: Option<i64> = position_events::table
         .filter(position_events::at.lt(events_from))
         .select(diesel::dsl::max(position_events::seq + 0_i64))
@@ -685,11 +791,13 @@ pub(crate) fn replace_history(
     history: &HistoryWrite<'_>,
 ) -> Result<(), StoreError> {
     diesel::delete(history_points::table).execute(conn)?;
+    Journal::Points.clear(conn)?;
     diesel::delete(history_hourly::table).execute(conn)?;
     // Every event so far is gone: a stream resuming before now missed them.
     let last = event_stream::last_number(conn)?;
     event_stream::forget_through(conn, last)?;
     diesel::delete(position_events::table).execute(conn)?;
+    Journal::Events.clear(conn)?;
     let points_from = epoch_ms(now) - i64::from(retention.points_days) * DAY_MS;
     let rows = history
         .markets
@@ -749,7 +857,7 @@ pub(crate) fn replace_history(
         "hourly history",
         &mut quiet
     );
-    write_events(conn, history.events)?;
+    write_events(conn, history.events, false)?;
     Ok(())
 }
 
@@ -775,30 +883,30 @@ pub struct StoredEvent {
     pub json: String,
 }
 
-/// A boxed query of `position_events` selecting `ST`.
-pub(crate) type EventQuery<ST> = position_events::BoxedQuery<'static, MultiBackend, ST>;
+/// A boxed query of `position_events_all` (the events and their journal) selecting `ST`.
+pub(crate) type EventQuery<ST> = position_events_all::BoxedQuery<'static, MultiBackend, ST>;
 
 /// `q` restricted by `filter` in SQL. The `minValue` floor is in whole
 /// micro-dollars, so it may admit events just under the minimum: pass each
 /// row through [`exact_match`].
 pub(crate) fn with_filter<ST>(mut q: EventQuery<ST>, filter: &EventFilter) -> EventQuery<ST> {
     if let Some(s) = &filter.symbol {
-        q = q.filter(position_events::symbol.eq(s.clone()));
+        q = q.filter(position_events_all::symbol.eq(s.clone()));
     }
     if let Some(a) = &filter.address {
-        q = q.filter(position_events::address.eq(a.clone()));
+        q = q.filter(position_events_all::address.eq(a.clone()));
     }
     if let Some(k) = filter.kind {
-        q = q.filter(position_events::kind.eq(k.as_str()));
+        q = q.filter(position_events_all::kind.eq(k.as_str()));
     }
     if let Some(m) = &filter.min_value {
-        q = q.filter(position_events::value_micro.ge(value_micro(&m.0)));
+        q = q.filter(position_events_all::value_micro.ge(value_micro(&m.0)));
     }
     if let Some(from) = filter.from {
-        q = q.filter(position_events::at.ge(from));
+        q = q.filter(position_events_all::at.ge(from));
     }
     if let Some(to) = filter.to {
-        q = q.filter(position_events::at.le(to));
+        q = q.filter(position_events_all::at.le(to));
     }
     q
 }
@@ -840,8 +948,44 @@ const HOURS_A_READ: i64 = if cfg!(test) { 3 } else { 168 };
 enum Tier {
     /// `history_points`: every observation.
     Points,
+    /// `history_points_journal`: every observation of the publishes since
+    /// the last merge, keyed as the points are (a later write than the
+    /// points', so it wins an instant both hold).
+    Journal,
     /// `history_hourly`: the last observation of each hour.
     Hourly,
+}
+
+/// The hours `$table` (the points or their journal) holds: the two ends of
+/// its key, whose first column is the hour.
+macro_rules! hour_ends {
+    ($conn:expr, $table:ident) => {
+        (
+            $table::table
+                .select(diesel::dsl::min($table::hour))
+                .first($conn)?,
+            $table::table
+                .select(diesel::dsl::max($table::hour))
+                .first($conn)?,
+        )
+    };
+}
+
+/// The observations of `$key` in `$series` within `$hours` and `[$from,
+/// $to]` of `$table` (the points or their journal), in hour then time
+/// order.
+macro_rules! points_in {
+    ($conn:expr, $table:ident, $series:expr, $key:expr, $hours:expr, ($from:expr, $to:expr)) => {
+        $table::table
+            .filter($table::hour.eq_any($hours))
+            .filter($table::series.eq($series.as_str()))
+            .filter($table::key.eq($key))
+            .filter($table::at.ge($from))
+            .filter($table::at.le($to))
+            .order(($table::hour, $table::at))
+            .select(($table::at, $table::body))
+            .load($conn)?
+    };
 }
 
 impl Tier {
@@ -852,14 +996,8 @@ impl Tier {
     fn hours(self, conn: &mut DbConnection) -> Result<Option<(i64, i64)>, StoreError> {
         use diesel::dsl::{max, min};
         let (first, last): (Option<i64>, Option<i64>) = match self {
-            Tier::Points => (
-                history_points::table
-                    .select(min(history_points::hour))
-                    .first(conn)?,
-                history_points::table
-                    .select(max(history_points::hour))
-                    .first(conn)?,
-            ),
+            Tier::Points => hour_ends!(conn, history_points),
+            Tier::Journal => hour_ends!(conn, history_points_journal),
             Tier::Hourly => (
                 history_hourly::table
                     .select(min(history_hourly::hour))
@@ -892,7 +1030,11 @@ impl Tier {
             return Ok(Vec::new());
         };
         Ok(match self {
-            Tier::Points if last_of_each_hour => {
+            Tier::Points | Tier::Journal if last_of_each_hour => {
+                let table = match self {
+                    Tier::Journal => "history_points_journal",
+                    _ => "history_points",
+                };
                 // Only the key is the caller's: it is bound (as `$1`, which
                 // SQLite reads as a named parameter, the same at both
                 // places); the hours, the window and the series are ours.
@@ -905,9 +1047,9 @@ impl Tier {
                 let series = series.as_str();
                 write!(
                     sql,
-                    ") SELECT p.at, p.body FROM h JOIN history_points p \
+                    ") SELECT p.at, p.body FROM h JOIN {table} p \
                      ON p.hour = h.hour AND p.series = '{series}' AND p.key = $1 \
-                     AND p.at = (SELECT max(q.at) FROM history_points q \
+                     AND p.at = (SELECT max(q.at) FROM {table} q \
                      WHERE q.hour = h.hour AND q.series = '{series}' AND q.key = $1 \
                      AND q.at >= {from} AND q.at <= {to}) ORDER BY p.at"
                 )
@@ -919,15 +1061,10 @@ impl Tier {
                     .map(|o| (o.at, o.body))
                     .collect()
             }
-            Tier::Points => history_points::table
-                .filter(history_points::hour.eq_any(hours))
-                .filter(history_points::series.eq(series.as_str()))
-                .filter(history_points::key.eq(key))
-                .filter(history_points::at.ge(from))
-                .filter(history_points::at.le(to))
-                .order((history_points::hour, history_points::at))
-                .select((history_points::at, history_points::body))
-                .load(conn)?,
+            Tier::Points => points_in!(conn, history_points, series, key, hours, (from, to)),
+            Tier::Journal => {
+                points_in!(conn, history_points_journal, series, key, hours, (from, to))
+            }
             Tier::Hourly => history_hourly::table
                 .filter(history_hourly::series.eq(series.as_str()))
                 .filter(history_hourly::key.eq(key))
@@ -1034,9 +1171,12 @@ impl Store {
     ) -> Result<Vec<Bucket>, StoreError> {
         let mut conn = self.conn()?;
         let last = crate::read::in_one_snapshot(&mut conn, |conn| {
+            // In this order: of two observations at one instant, the later
+            // tier's is kept (below).
             let tiers = [
                 (Tier::Hourly, Tier::Hourly.hours(conn)?),
                 (Tier::Points, Tier::Points.hours(conn)?),
+                (Tier::Journal, Tier::Journal.hours(conn)?),
             ];
             // The hours either tier holds, within the window.
             let held = tiers.iter().filter_map(|(_, h)| *h);
@@ -1067,8 +1207,8 @@ impl Store {
                         )?);
                     }
                 }
-                // In time order (stable: of two at one instant, the
-                // points' comes last and is the one kept).
+                // In time order (stable: of two at one instant, the later
+                // tier's comes last and is the one kept).
                 rows.sort_by_key(|(at, _)| *at);
                 rows.dedup_by(|later, earlier| {
                     let same = later.0 == earlier.0;
@@ -1110,12 +1250,12 @@ impl Store {
         // a micro-dollar under `minValue`, which the exact check drops.
         loop {
             let want = limit - out.len();
-            let q = position_events::table
-                .select((position_events::seq, position_events::body))
-                .filter(position_events::seq.gt(after))
+            let q = position_events_all::table
+                .select((position_events_all::seq, position_events_all::body))
+                .filter(position_events_all::seq.gt(after))
                 .into_boxed();
             let batch: Vec<SequencedEvent> = with_filter(q, filter)
-                .order(position_events::seq)
+                .order(position_events_all::seq)
                 .limit(want as i64)
                 .load(conn)?;
             let full = batch.len() == want;
@@ -1164,27 +1304,27 @@ impl Store {
                 // those are dropped here, and the next batch is read if
                 // that left the page short.
                 loop {
-                    let q = position_events::table
+                    let q = position_events_all::table
                         .select((
-                            position_events::at,
-                            position_events::address,
-                            position_events::symbol,
-                            position_events::body,
+                            position_events_all::at,
+                            position_events_all::address,
+                            position_events_all::symbol,
+                            position_events_all::body,
                         ))
                         .into_boxed();
                     let mut q = with_filter(q, filter);
                     if let Some(hours) = &chunk {
-                        q = q.filter(position_events::hour.eq_any(hours.clone()));
+                        q = q.filter(position_events_all::hour.eq_any(hours.clone()));
                     }
                     if let Some((at, address, symbol)) = cursor.clone() {
                         q = q.filter(
-                            position_events::at
+                            position_events_all::at
                                 .lt(at)
-                                .or(position_events::at.eq(at).and(
-                                    position_events::address.gt(address.clone()).or(
-                                        position_events::address
+                                .or(position_events_all::at.eq(at).and(
+                                    position_events_all::address.gt(address.clone()).or(
+                                        position_events_all::address
                                             .eq(address)
-                                            .and(position_events::symbol.gt(symbol)),
+                                            .and(position_events_all::symbol.gt(symbol)),
                                     ),
                                 )),
                         );
@@ -1192,9 +1332,9 @@ impl Store {
                     let want = limit - out.len();
                     let batch: Vec<StoredEvent> = q
                         .order((
-                            position_events::at.desc(),
-                            position_events::address,
-                            position_events::symbol,
+                            position_events_all::at.desc(),
+                            position_events_all::address,
+                            position_events_all::symbol,
                         ))
                         .limit(want as i64)
                         .load(conn)?;
@@ -1239,12 +1379,26 @@ impl EventHours {
     ) -> Result<EventHours, StoreError> {
         use diesel::dsl::{max, min};
         // Two statements, each a seek of an end of the key (see `Tier::hours`).
-        let oldest: Option<i64> = position_events::table
-            .select(min(position_events::at))
-            .first(conn)?;
-        let newest: Option<i64> = position_events::table
-            .select(max(position_events::at))
-            .first(conn)?;
+        // Of the table's and the journal's: four seeks (an aggregate of the
+        // view would read both sides whole).
+        let oldest: [Option<i64>; 2] = [
+            position_events::table
+                .select(min(position_events::at))
+                .first(conn)?,
+            position_events_journal::table
+                .select(min(position_events_journal::at))
+                .first(conn)?,
+        ];
+        let newest: [Option<i64>; 2] = [
+            position_events::table
+                .select(max(position_events::at))
+                .first(conn)?,
+            position_events_journal::table
+                .select(max(position_events_journal::at))
+                .first(conn)?,
+        ];
+        let oldest = oldest.into_iter().flatten().min();
+        let newest = newest.into_iter().flatten().max();
         let top = [newest, filter.to, before].into_iter().flatten().min();
         let bottom = [oldest, filter.from].into_iter().flatten().max();
         Ok(match (top, bottom) {

@@ -17,13 +17,20 @@
 //! Reads see the table with the journal laid over it: of one address, the
 //! journal's latest row, else the table's ([`each_merged`]). A journal is
 //! at most a merge's worth of rows, so its latest rows are read whole.
+//!
+//! The history's points and the position events of `track`'s publishes go
+//! to journals of their own (`history_points_journal`,
+//! `position_events_journal`), keyed and indexed as their tables are, so
+//! that a read seeks in the journal as in the table (`crate::history`);
+//! they are merged at [`POINTS_MERGE_AT`] and [`EVENTS_MERGE_AT`] rows.
 
 use std::cmp::Ordering;
 
 use diesel::prelude::*;
 
 use crate::schema::{
-    scanned_wallets, scanned_wallets_journal, wallet_registry, wallet_registry_journal,
+    history_points_journal, position_events_journal, scanned_wallets, scanned_wallets_journal,
+    wallet_registry, wallet_registry_journal,
 };
 use crate::{DbConnection, StoreError};
 
@@ -37,6 +44,21 @@ use crate::{DbConnection, StoreError};
 /// journal not merged holds its latest rows whole, about 70 MB at this
 /// size.
 pub const MERGE_AT: i64 = 250_000;
+
+/// The rows the history points' journal holds before
+/// [`crate::Store::merge_journals_if_due`] merges it. A publish's points
+/// go into the journal's index by key at random places, so a publish
+/// touches about every page of it: kept to a few hundred pages (32 KB),
+/// it is a fraction of the current hour's part of `history_points`,
+/// which an own node's first reads fill with hundreds of thousands of
+/// points. A merge writes each page of that part once, for about ten
+/// publishes of an own node (docs/ingest.md has the figures).
+pub const POINTS_MERGE_AT: i64 = 60_000;
+
+/// The rows the position events' journal holds before a merge: as for
+/// the points, a publish's events land at random places of its index of
+/// one wallet's events (keyed by the hour, then the address), kept small.
+pub const EVENTS_MERGE_AT: i64 = 30_000;
 
 /// The statements that merge a journal into its table, SQLite's and
 /// PostgreSQL's: every column of each address's latest row (the highest
@@ -93,6 +115,22 @@ const MERGE_REGISTRY: (&str, &str) = merge_statements!(
     ]
 );
 
+/// The merge of the history points' journal, both backends alike: its keys
+/// are unique, so that no row is changed twice in one statement, and each
+/// replaces the table's point of the same keys (written again).
+const MERGE_POINTS: &str = "INSERT INTO history_points (hour, series, key, at, body) \
+     SELECT hour, series, key, at, body FROM history_points_journal WHERE true \
+     ORDER BY hour, series, key, at \
+     ON CONFLICT (hour, series, key, at) DO UPDATE SET body = excluded.body";
+
+/// The merge of the position events' journal, both backends alike: a
+/// write of an event again deletes it from both first, so that no key is
+/// in both, and the rows go in the table's key order.
+const MERGE_EVENTS: &str = "INSERT INTO position_events \
+     (at, address, symbol, kind, value_micro, body, seq, hour) \
+     SELECT at, address, symbol, kind, value_micro, body, seq, hour \
+     FROM position_events_journal ORDER BY at, address, symbol";
+
 const MERGE_STATES: (&str, &str) = merge_statements!(
     scanned_wallets,
     scanned_wallets_journal,
@@ -121,10 +159,30 @@ pub(crate) enum Journal {
     Registry,
     /// `scanned_wallets_journal`.
     States,
+    /// `history_points_journal`.
+    Points,
+    /// `position_events_journal`.
+    Events,
 }
 
 impl Journal {
+    /// The journals `track` reads back whole at its start.
     pub(crate) const BOTH: [Journal; 2] = [Journal::Registry, Journal::States];
+    pub(crate) const ALL: [Journal; 4] = [
+        Journal::Registry,
+        Journal::States,
+        Journal::Points,
+        Journal::Events,
+    ];
+
+    /// The rows it holds before a merge is due.
+    fn merge_at(self) -> i64 {
+        match self {
+            Journal::Registry | Journal::States => MERGE_AT,
+            Journal::Points => POINTS_MERGE_AT,
+            Journal::Events => EVENTS_MERGE_AT,
+        }
+    }
 
     /// The rows it holds, at most: its numbers' range (a journal is
     /// emptied whole, so its numbers run without gaps but for rolled-back
@@ -154,6 +212,17 @@ impl Journal {
                 "SELECT (SELECT min(seq) FROM scanned_wallets_journal) AS low, \
                  (SELECT max(seq) FROM scanned_wallets_journal) AS high"
             }
+            Journal::Points => {
+                "SELECT (SELECT min(seq) FROM history_points_journal) AS low, \
+                 (SELECT max(seq) FROM history_points_journal) AS high"
+            }
+            // The events' numbers, given in write order (a journal's run
+            // without gaps but for whole writes' events, which go to the
+            // table).
+            Journal::Events => {
+                "SELECT (SELECT min(seq) FROM position_events_journal) AS low, \
+                 (SELECT max(seq) FROM position_events_journal) AS high"
+            }
         }
     }
 
@@ -162,6 +231,8 @@ impl Journal {
         let (sqlite, postgres) = match self {
             Journal::Registry => MERGE_REGISTRY,
             Journal::States => MERGE_STATES,
+            Journal::Points => (MERGE_POINTS, MERGE_POINTS),
+            Journal::Events => (MERGE_EVENTS, MERGE_EVENTS),
         };
         match conn {
             DbConnection::Sqlite(c) => {
@@ -174,6 +245,8 @@ impl Journal {
                 let lock = match self {
                     Journal::Registry => "LOCK TABLE wallet_registry_journal IN EXCLUSIVE MODE",
                     Journal::States => "LOCK TABLE scanned_wallets_journal IN EXCLUSIVE MODE",
+                    Journal::Points => "LOCK TABLE history_points_journal IN EXCLUSIVE MODE",
+                    Journal::Events => "LOCK TABLE position_events_journal IN EXCLUSIVE MODE",
                 };
                 diesel::sql_query(lock).execute(c)?;
                 diesel::sql_query(postgres).execute(c)?;
@@ -187,6 +260,8 @@ impl Journal {
         match self {
             Journal::Registry => diesel::delete(wallet_registry_journal::table).execute(conn)?,
             Journal::States => diesel::delete(scanned_wallets_journal::table).execute(conn)?,
+            Journal::Points => diesel::delete(history_points_journal::table).execute(conn)?,
+            Journal::Events => diesel::delete(position_events_journal::table).execute(conn)?,
         };
         Ok(())
     }
@@ -260,32 +335,46 @@ struct Ends {
 }
 
 impl crate::Store {
-    /// Merges each journal that holds [`MERGE_AT`] rows or more into its
-    /// table, each in a transaction of its own; whether any was merged.
-    /// `track` calls it once a second, outside its publishes.
+    /// Merges each journal that holds [`MERGE_AT`] rows or more
+    /// ([`POINTS_MERGE_AT`] the history points', [`EVENTS_MERGE_AT`] the
+    /// position events') into its table, each in a
+    /// transaction of its own; whether any was merged. `track` calls it
+    /// once a second, outside its publishes.
     pub fn merge_journals_if_due(&self) -> Result<bool, StoreError> {
-        self.merge_journals_holding(MERGE_AT)
+        self.merge_journals_at(Journal::merge_at)
     }
 
-    /// [`Store::merge_journals_if_due`] with `rows` in place of
-    /// [`MERGE_AT`].
+    /// [`Store::merge_journals_if_due`] with `rows` in place of each
+    /// journal's own threshold.
     pub fn merge_journals_holding(&self, rows: i64) -> Result<bool, StoreError> {
+        self.merge_journals_at(|_| rows)
+    }
+
+    fn merge_journals_at(&self, due_at: impl Fn(Journal) -> i64) -> Result<bool, StoreError> {
         let mut merged = false;
-        for journal in Journal::BOTH {
+        for journal in Journal::ALL {
             // Counted outside the merge's transaction: on SQLite a
             // transaction that read before it wrote would fail at once
             // whenever another writer committed in between (see
             // `latest_version`); the merge's first statement writes.
-            if journal.len(&mut *self.conn()?)? >= rows {
+            let len = journal.len(&mut *self.conn()?)?;
+            if len >= due_at(journal) {
+                let started = std::time::Instant::now();
                 self.write_transaction(|conn| journal.merge(conn))?;
+                log::debug!(
+                    "merged the {journal:?} journal (at most {len} rows) in {} ms",
+                    started.elapsed().as_millis()
+                );
                 merged = true;
             }
         }
         Ok(merged)
     }
 
-    /// Merges both journals into their tables now, whatever they hold (at
-    /// a restart, before the registry and the states are read).
+    /// Merges the registry's and the scan states' journals into their
+    /// tables now, whatever they hold (at a restart, before the registry
+    /// and the states are read; the history's points are read through
+    /// theirs).
     pub fn merge_journals(&self) -> Result<(), StoreError> {
         for journal in Journal::BOTH {
             self.write_transaction(|conn| journal.merge(conn))?;

@@ -38,7 +38,7 @@ pub use connection::{BackendKind, ConnectionManager, DbConnection};
 pub use convert::StoredDay;
 pub use event_stream::{EventBounds, SequencedEvent};
 pub use history::{Bucket, EventFilter, HistoryWrite, Retention, Series, StoredEvent};
-pub use journal::MERGE_AT as JOURNAL_MERGE_AT;
+pub use journal::{EVENTS_MERGE_AT, MERGE_AT as JOURNAL_MERGE_AT, POINTS_MERGE_AT};
 pub use notify::VersionListener;
 pub use read::{LoadedSnapshot, SnapshotMeta};
 pub use registry::{RegistryEntry, Source as DiscoverySource};

@@ -258,6 +258,17 @@ diesel::table! {
 }
 
 diesel::table! {
+    history_points_journal (seq) {
+        seq -> BigInt,
+        hour -> BigInt,
+        series -> Text,
+        key -> Text,
+        at -> BigInt,
+        body -> Text,
+    }
+}
+
+diesel::table! {
     history_hourly (series, key, hour) {
         series -> Text,
         key -> Text,
@@ -277,6 +288,34 @@ diesel::table! {
         body -> Text,
         seq -> BigInt,
         /// The UTC hour of `at` (its start), epoch ms.
+        hour -> BigInt,
+    }
+}
+
+diesel::table! {
+    position_events_journal (at, address, symbol) {
+        at -> BigInt,
+        address -> Text,
+        symbol -> Text,
+        kind -> Text,
+        value_micro -> BigInt,
+        body -> Text,
+        seq -> BigInt,
+        hour -> BigInt,
+    }
+}
+
+diesel::table! {
+    /// A view: `position_events` and its journal, side by side (an event is
+    /// in one of them).
+    position_events_all (at, address, symbol) {
+        at -> BigInt,
+        address -> Text,
+        symbol -> Text,
+        kind -> Text,
+        value_micro -> BigInt,
+        body -> Text,
+        seq -> BigInt,
         hour -> BigInt,
     }
 }

@@ -1463,7 +1463,9 @@ fn a_publish_prepares_its_inserts_once_per_connection() {
     store.migrate().unwrap();
     let markets = [market("BTC", "100"), market("ETH", "10")];
     let wallets = [wallet("0xaa"), wallet("0xbb")];
-    let positions = [position("0xaa", "BTC"), position("0xbb", "ETH")];
+    // Each publish below moves a wallet to BTC: both write events (into
+    // the journal, whose insert the first one prepares).
+    let positions = [position("0xaa", "ETH"), position("0xbb", "ETH")];
     let at = datetime!(2026-11-22 01:00:00 UTC);
     let cached = Arc::new(Mutex::new(Vec::<String>::new()));
     {
@@ -1569,7 +1571,12 @@ fn a_publish_prepares_its_inserts_once_per_connection() {
             .any(|sql| sql.contains("history_points") && sql.contains("ON CONFLICT")),
         "the upsert of history_points is cached: {first:#?}"
     );
-    for journal in ["scanned_wallets_journal", "wallet_registry_journal"] {
+    for journal in [
+        "scanned_wallets_journal",
+        "wallet_registry_journal",
+        "history_points_journal",
+        "position_events_journal",
+    ] {
         assert!(
             first
                 .iter()
@@ -1736,12 +1743,12 @@ fn states_and_registry_are_clustered_on_their_address_and_move_back_exactly() {
     drop(conn);
     assert_eq!(without_rowid(&store), 0, "tables with a rowid again");
     assert_eq!(columns(&store), layout, "the same columns either way");
-    // (Migrations 000018 of the wallet rows, 000019 and 000021 of the
-    // history and 000020 of the events are reverted too. The store reads through the
-    // journals of migration 000017, reverted with it: its down merged the
-    // registry's journal into the table, which the read after migrating
-    // again shows.)
-    assert_eq!(reverted, 6);
+    // (Migrations 000018 of the wallet rows, 000019, 000021 and 000022 of
+    // the history and 000020 and 000023 of the events are reverted too. The store
+    // reads through the journals of migration 000017, reverted with it:
+    // its down merged the registry's journal into the table, which the
+    // read after migrating again shows.)
+    assert_eq!(reverted, 8);
     assert_eq!(store.migrate().unwrap(), reverted);
     assert_eq!(without_rowid(&store), 2);
     assert_eq!(columns(&store), layout);
@@ -2178,6 +2185,12 @@ fn history_and_event_reads_scan_no_table_on_sqlite() {
             &version_of(at, &[market("BTC", "100")], &[], &[], &[]),
         );
     }
+    // And two publishes, whose points the journal holds.
+    for minute in [150, 190] {
+        let mut changes = changes_of(&[market("BTC", "100")], &[], &[], &[]);
+        changes.observed_at = at + time::Duration::minutes(minute);
+        publish_changes(&store, &changes, (0, 0));
+    }
     let ran = Arc::new(Mutex::new(Vec::<String>::new()));
     {
         let mut conn = store.conn().unwrap();
@@ -2214,6 +2227,12 @@ fn history_and_event_reads_scan_no_table_on_sqlite() {
         .filter(|q| q.starts_with("SELECT") || q.starts_with("WITH"))
         .collect();
     assert!(selects.len() >= 8, "{ran:?}");
+    assert!(
+        selects
+            .iter()
+            .any(|q| q.contains("history_points_journal") && q.contains("body")),
+        "the journal's points were read: {ran:?}"
+    );
     for sql in selects {
         let steps: Vec<String> = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}"))
             .load::<Step>(c)
@@ -2228,10 +2247,75 @@ fn history_and_event_reads_scan_no_table_on_sqlite() {
     }
 }
 
-/// The model-based test of the history's two tiers: any sequence of
-/// observations of a market (in time order or back in time, an instant
-/// written again), each a whole version that applies retention as it is
-/// written, reads back, for any window, interval and limit, the buckets a
+/// A publish's points wait in the journal until a merge; a point of the
+/// same instant written later (a whole write, or a publish again) is the
+/// one read, before and after the merge.
+#[test]
+fn a_journaled_point_is_read_until_a_later_write_of_its_instant_replaces_it() {
+    use crate::Series;
+    use market_model::HistoryInterval;
+    let t0 = datetime!(2026-11-18 00:00:00 UTC);
+    let ms0 = crate::convert::epoch_ms(t0);
+    let prices = |store: &Store| -> Vec<String> {
+        store
+            .history(
+                Series::Market,
+                "BTC",
+                HistoryInterval::M5,
+                ms0,
+                ms0 + 3_600_000,
+                10,
+            )
+            .unwrap()
+            .into_iter()
+            .map(|b| {
+                let v: serde_json::Value = serde_json::from_slice(&b.json).unwrap();
+                v["price"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let publish_at = |store: &Store, minute: i64, price: &str| {
+        let mut changes = changes_of(&[market("BTC", price)], &[], &[], &[]);
+        changes.observed_at = t0 + time::Duration::minutes(minute);
+        publish_changes(store, &changes, (0, 0));
+    };
+    for (store, _guard) in stores() {
+        write_version(
+            &store,
+            &version_of(t0, &[market("BTC", "1")], &[], &[], &[]),
+        );
+        publish_at(&store, 5, "2");
+        assert_eq!(prices(&store), ["1", "2"], "the journal's point is read");
+        let whole_at_5 = version_of(
+            t0 + time::Duration::minutes(5),
+            &[market("BTC", "3")],
+            &[],
+            &[],
+            &[],
+        );
+        write_version(&store, &whole_at_5);
+        assert_eq!(
+            prices(&store),
+            ["1", "3"],
+            "the whole write's point replaces it"
+        );
+        publish_at(&store, 5, "4");
+        assert_eq!(
+            prices(&store),
+            ["1", "4"],
+            "and a publish again replaces that"
+        );
+        store.merge_journals_holding(0).unwrap();
+        assert_eq!(prices(&store), ["1", "4"], "merged, the same");
+    }
+}
+
+/// The model-based test of the history's two tiers and the points'
+/// journal: any sequence of observations of a market (in time order or
+/// back in time, an instant written again), each a whole version that
+/// applies retention as it is written or a publish of `track` (its point
+/// into the journal) followed by retention as `track` applies it between
+/// publishes, and sometimes a merge of the journal, reads back, for any window, interval and limit, the buckets a
 /// plain list says: each observation is kept as a point until all of its
 /// hour is older than the points' retention, then the last one of its hour
 /// is kept (a later one replacing it, an earlier one not) while the hour
@@ -2267,14 +2351,19 @@ fn history_reads_what_a_plain_list_of_observations_says() {
         Just(HistoryInterval::D1),
     ];
     // Minutes after `t0` over nine days (most in a few hours, so that
-    // hours hold several), and a price.
+    // hours hold several; some at three instants, so that an instant is
+    // written again, by a publish and a whole write in turn), and a price.
     let minute = prop_oneof![
-        0i64..9 * 24 * 60,
-        0i64..4 * 60,
-        6 * 24 * 60_i64..6 * 24 * 60 + 240
+        2 => 0i64..9 * 24 * 60,
+        2 => 0i64..4 * 60,
+        2 => 6 * 24 * 60_i64..6 * 24 * 60 + 240,
+        // Each in a five-minute bucket of its own, which shows it alone.
+        3 => (0i64..3).prop_map(|i| i * 5),
     ];
     proptest!(config, |(
-        writes in proptest::collection::vec((minute, 1u32..1000), 1..20),
+        // With how each is written: 0 whole, 1 a publish, 2 a publish and
+        // then a merge of the journals.
+        writes in proptest::collection::vec((minute, 1u32..1000, 0u8..3), 1..20),
         from in 0i64..10 * 24 * 60,
         span in 0i64..10 * 24 * 60,
         interval in interval,
@@ -2284,7 +2373,7 @@ fn history_reads_what_a_plain_list_of_observations_says() {
         // write leaves it.
         let mut points: BTreeMap<i64, u32> = BTreeMap::new();
         let mut hourly: BTreeMap<i64, (i64, u32)> = BTreeMap::new();
-        for (minute, price) in &writes {
+        for (minute, price, _) in &writes {
             let at = ms0 + minute * MIN;
             points.insert(at, *price);
             let whole_before = hour_of(at - i64::from(retention.points_days) * DAY);
@@ -2300,35 +2389,57 @@ fn history_reads_what_a_plain_list_of_observations_says() {
         }
         let mut all: BTreeMap<i64, u32> = hourly.values().copied().collect();
         all.extend(points);
-        let (from, to) = (ms0 + from * MIN, ms0 + (from + span) * MIN);
-        let mut expected: Vec<(i64, String)> = Vec::new();
-        for (at, price) in all.range(from..=to) {
-            let time = interval.bucket_of(*at);
-            if let Some(last) = expected.last_mut().filter(|last| last.0 == time) {
-                last.1 = price.to_string();
-            } else if expected.len() == limit {
-                break;
-            } else {
-                expected.push((time, price.to_string()));
+        // The read asked for, and a read of everything kept (five minutes
+        // a bucket, no limit reached), which the latest observations, in
+        // the journal, are in.
+        let reads = [
+            (interval, ms0 + from * MIN, ms0 + (from + span) * MIN, limit),
+            (HistoryInterval::M5, ms0 - DAY, ms0 + 11 * DAY, 10_000),
+        ];
+        let expected = reads.map(|(interval, from, to, limit)| {
+            let mut expected: Vec<(i64, String)> = Vec::new();
+            for (at, price) in all.range(from..=to) {
+                let time = interval.bucket_of(*at);
+                if let Some(last) = expected.last_mut().filter(|last| last.0 == time) {
+                    last.1 = price.to_string();
+                } else if expected.len() == limit {
+                    break;
+                } else {
+                    expected.push((time, price.to_string()));
+                }
             }
-        }
+            expected
+        });
         for (store, _guard) in stores() {
             let store = store.with_retention(retention);
-            for (minute, price) in &writes {
+            for (i, (minute, price, how)) in writes.iter().enumerate() {
                 let at = t0 + time::Duration::minutes(*minute);
-                let price = price.to_string();
-                write_version(&store, &version_of(at, &[market("BTC", &price)], &[], &[], &[]));
+                let markets = [market("BTC", &price.to_string())];
+                // A publish needs a version to publish on.
+                if i == 0 || *how == 0 {
+                    write_version(&store, &version_of(at, &markets, &[], &[], &[]));
+                    continue;
+                }
+                let mut changes = changes_of(&markets, &[], &[], &[]);
+                changes.observed_at = at;
+                publish_changes(&store, &changes, (0, 0));
+                store.prune_history(at).unwrap();
+                if *how == 2 {
+                    store.merge_journals_holding(0).unwrap();
+                }
             }
-            let read: Vec<(i64, String)> = store
-                .history(Series::Market, "BTC", interval, from, to, limit)
-                .unwrap()
-                .into_iter()
-                .map(|b| {
-                    let v: serde_json::Value = serde_json::from_slice(&b.json).unwrap();
-                    (b.time, v["price"].as_str().unwrap().to_owned())
-                })
-                .collect();
-            prop_assert_eq!(&read, &expected);
+            for ((interval, from, to, limit), expected) in reads.iter().zip(&expected) {
+                let read: Vec<(i64, String)> = store
+                    .history(Series::Market, "BTC", *interval, *from, *to, *limit)
+                    .unwrap()
+                    .into_iter()
+                    .map(|b| {
+                        let v: serde_json::Value = serde_json::from_slice(&b.json).unwrap();
+                        (b.time, v["price"].as_str().unwrap().to_owned())
+                    })
+                    .collect();
+                prop_assert_eq!(&read, expected);
+            }
         }
     });
 }
@@ -2339,7 +2450,11 @@ fn history_reads_what_a_plain_list_of_observations_says() {
 /// filter by wallet, asset and window, what a plain filter of all of them
 /// in the feed's order (newest first, then address, then symbol) says. A
 /// wallet's events are read hour by hour (three at a time in this
-/// crate's tests), so the pages cross many reads. On SQLite, and on
+/// crate's tests), so the pages cross many reads. An instant's events go
+/// to the journal (as a publish writes them) or to the table (as a whole
+/// write does), some after other events of that instant's wallets were
+/// written to the other one (which the later write replaces), and the
+/// journal is merged into the table at random. On SQLite, and on
 /// PostgreSQL when `TEST_DATABASE_URL` is set.
 #[test]
 fn event_pages_read_what_a_plain_filter_of_the_events_says() {
@@ -2364,6 +2479,9 @@ fn event_pages_read_what_a_plain_filter_of_the_events_says() {
         symbol in proptest::option::of(0usize..2),
         window in proptest::option::of((0i64..10 * 24 * 60, 0i64..10 * 24 * 60)),
         page in 1usize..7,
+        // Per instant: into the journal, after earlier events of its
+        // wallets written to the other side, and a merge after it.
+        hows in proptest::collection::vec(any::<(bool, bool, bool)>(), 40),
     )| {
         // One event of a wallet in an asset at an instant (a later one
         // with the same keys replaces it).
@@ -2420,9 +2538,27 @@ fn event_pages_read_what_a_plain_filter_of_the_events_says() {
                     same.retain(|o| (&o.address, &o.symbol) != (&e.address, &e.symbol));
                     same.push(e.clone());
                 }
-                for same in by_instant.values() {
-                    conn.transaction(|c| crate::history::write_events(c, same).map(|_| ()))
-                        .unwrap();
+                for (same, &(journal, earlier, merge)) in by_instant.values().zip(&hows) {
+                    conn.transaction(|c| {
+                        if earlier {
+                            // The instant written before, in the other
+                            // asset, on the other side.
+                            let other: Vec<PositionEvent> = same
+                                .iter()
+                                .map(|e| PositionEvent {
+                                    symbol: if e.symbol == "BTC" { "ETH" } else { "BTC" }.into(),
+                                    ..e.clone()
+                                })
+                                .collect();
+                            crate::history::write_events(c, &other, !journal)?;
+                        }
+                        crate::history::write_events(c, same, journal)?;
+                        if merge {
+                            crate::journal::Journal::Events.merge(c)?;
+                        }
+                        Ok::<_, crate::StoreError>(())
+                    })
+                    .unwrap();
                 }
             }
             let mut read: Vec<(i64, String, String)> = Vec::new();
@@ -2441,6 +2577,71 @@ fn event_pages_read_what_a_plain_filter_of_the_events_says() {
             prop_assert_eq!(&read, &expected);
         }
     });
+}
+
+/// A publish's events wait in the journal, read and numbered as the
+/// table's; retention that reaches them (merges fell behind) takes them
+/// from the table after merging them there, and says so in the bounds.
+#[test]
+fn journaled_events_are_read_numbered_and_pruned_as_the_tables() {
+    use crate::{EventBounds, EventFilter, Retention};
+    for (store, _guard) in stores() {
+        let store = store.with_retention(Retention {
+            events_days: 2,
+            ..Retention::default()
+        });
+        let t0 = datetime!(2026-11-18 00:00:00 UTC);
+        write_at(
+            &store,
+            t0,
+            &[
+                sized("0xbb", "BTC", Direction::Long, "2"),
+                sized("0xaa", "ETH", Direction::Short, "5"),
+            ],
+        );
+        let markets = [market("BTC", "100"), market("ETH", "10")];
+        let mut changes = changes_of(
+            &markets,
+            &[wallet("0xbb")],
+            &[sized("0xbb", "BTC", Direction::Long, "3")],
+            &[],
+        );
+        changes.observed_at = t0 + time::Duration::hours(1);
+        publish_changes(&store, &changes, (2, 2));
+        let seqs = |store: &Store| -> Vec<i64> {
+            store
+                .events_after(&EventFilter::default(), 0, 100)
+                .unwrap()
+                .iter()
+                .map(|e| e.seq)
+                .collect()
+        };
+        assert_eq!(seqs(&store), [1, 2, 3], "the journal's event is the third");
+        let wallet_events = store
+            .events(
+                &EventFilter {
+                    address: Some("0xbb".into()),
+                    ..EventFilter::default()
+                },
+                None,
+                10,
+            )
+            .unwrap();
+        assert_eq!(wallet_events.len(), 2, "{wallet_events:?}");
+        // Two days and two hours on, the publish's event is past retention
+        // too, with the journal not merged since.
+        store
+            .prune_history(t0 + time::Duration::days(2) + time::Duration::hours(2))
+            .unwrap();
+        assert_eq!(seqs(&store), Vec::<i64>::new());
+        assert_eq!(
+            store.event_bounds().unwrap(),
+            EventBounds {
+                last: 3,
+                pruned_through: 3
+            }
+        );
+    }
 }
 
 #[test]

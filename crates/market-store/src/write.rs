@@ -365,6 +365,8 @@ impl Store {
                 events: true,
                 closed: &previous,
                 newly_read: p.newly_read,
+                // A few thousand changed wallets: merged in bulk later.
+                journal: true,
                 // Between publishes instead (`Store::prune_history`).
                 prune: false,
             },
@@ -463,6 +465,8 @@ pub(crate) fn insert_snapshot(
             events: derive_events,
             closed: &previous,
             newly_read,
+            // Every wallet's point: straight into the table.
+            journal: false,
             prune: true,
         },
     )?;

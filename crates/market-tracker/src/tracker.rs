@@ -645,13 +645,14 @@ impl Tracker {
             if Instant::now() >= next_save {
                 next_save = Instant::now() + Duration::from_secs(1);
                 self.save_registry();
-                // The registry's and the states' journals, merged into
-                // their tables once they hold a merge's worth (between
-                // publishes: this thread makes them).
+                // The registry's, the states' and the history points'
+                // journals, merged into their tables once they hold a
+                // merge's worth (between publishes: this thread makes
+                // them).
                 let (merging, cpu_before) = (Instant::now(), thread_cpu());
                 match self.store.merge_journals_if_due() {
                     Ok(true) => log::info!(
-                        "journals merged into the registry and scan states in {} ms, CPU {} ms",
+                        "journals merged into the registry, scan states or history points in {} ms, CPU {} ms",
                         merging.elapsed().as_millis(),
                         cpu_ms_since(cpu_before)
                     ),
