@@ -357,6 +357,7 @@ macro_rules! upsert_points {
         }
     }};
 }
+
 /// Records an observation: its market and wallet points and, when asked,
 /// the position events against the previous observation, and applies
 /// retention.
@@ -746,10 +747,6 @@ pub(crate) fn roll_up_and_prune(
     }
     diesel::delete(history_hourly::table.filter(history_hourly::hour.lt(hourly_from)))
         .execute(conn)?;
-    // `seq + 0`, not `seq`: given `max(seq)`, SQLite walks the `seq` index
-    // down from the newest event until it meets one old enough, reading
-    // every event retention keeps at each publish; the expression leaves it
-    // the `at` range of the primary key.
     // As for the points: the journal's events go first into the table
     // when it holds some retention deletes.
     let journaled_from: Option<i64> = position_events_journal::table
@@ -758,6 +755,10 @@ pub(crate) fn roll_up_and_prune(
     if journaled_from.is_some_and(|at| at < events_from) {
         Journal::Events.merge(conn)?;
     }
+    // `seq + 0`, not `seq`: given `max(seq)`, SQLite walks the `seq` index
+    // down from the newest event until it meets one old enough, reading
+    // every event retention keeps at each publish; the expression leaves it
+    // the `at` range of the primary key.
     let pruned: Option<i64> = position_events::table
         .filter(position_events::at.lt(events_from))
         .select(diesel::dsl::max(position_events::seq + 0_i64))

@@ -2315,7 +2315,8 @@ fn a_journaled_point_is_read_until_a_later_write_of_its_instant_replaces_it() {
 /// back in time, an instant written again), each a whole version that
 /// applies retention as it is written or a publish of `track` (its point
 /// into the journal) followed by retention as `track` applies it between
-/// publishes, and sometimes a merge of the journal, reads back, for any window, interval and limit, the buckets a
+/// publishes, and sometimes a merge of the journal (some rolled back, as
+/// a crash in the merge leaves it) or the store opened again, reads back, for any window, interval and limit, the buckets a
 /// plain list says: each observation is kept as a point until all of its
 /// hour is older than the points' retention, then the last one of its hour
 /// is kept (a later one replacing it, an earlier one not) while the hour
@@ -2362,8 +2363,9 @@ fn history_reads_what_a_plain_list_of_observations_says() {
     ];
     proptest!(config, |(
         // With how each is written: 0 whole, 1 a publish, 2 a publish and
-        // then a merge of the journals.
-        writes in proptest::collection::vec((minute, 1u32..1000, 0u8..3), 1..20),
+        // then a merge of the journals, 3 a publish and a merge rolled
+        // back, 4 a publish and the store opened again.
+        writes in proptest::collection::vec((minute, 1u32..1000, 0u8..5), 1..20),
         from in 0i64..10 * 24 * 60,
         span in 0i64..10 * 24 * 60,
         interval in interval,
@@ -2410,8 +2412,8 @@ fn history_reads_what_a_plain_list_of_observations_says() {
             }
             expected
         });
-        for (store, _guard) in stores() {
-            let store = store.with_retention(retention);
+        for (store, _guard, url) in stores_at() {
+            let mut store = store.with_retention(retention);
             for (i, (minute, price, how)) in writes.iter().enumerate() {
                 let at = t0 + time::Duration::minutes(*minute);
                 let markets = [market("BTC", &price.to_string())];
@@ -2424,8 +2426,26 @@ fn history_reads_what_a_plain_list_of_observations_says() {
                 changes.observed_at = at;
                 publish_changes(&store, &changes, (0, 0));
                 store.prune_history(at).unwrap();
-                if *how == 2 {
-                    store.merge_journals_holding(0).unwrap();
+                match how {
+                    2 => {
+                        store.merge_journals_holding(0).unwrap();
+                    }
+                    3 => {
+                        let rolled_back = store.write_transaction(|c| {
+                            crate::journal::Journal::Points.merge(c)?;
+                            Err::<(), _>(crate::StoreError::Query(
+                                diesel::result::Error::RollbackTransaction,
+                            ))
+                        });
+                        prop_assert!(rolled_back.is_err());
+                    }
+                    4 => {
+                        drop(store);
+                        store = Store::open(&url, PoolOptions::default())
+                            .unwrap()
+                            .with_retention(retention);
+                    }
+                    _ => {}
                 }
             }
             for ((interval, from, to, limit), expected) in reads.iter().zip(&expected) {
