@@ -202,6 +202,26 @@ impl Sum {
         *self = Sum::Big(big);
     }
 
+    /// `sum -= value` (`SubAssign<&BigDecimal>`, the exact difference at
+    /// the larger scale); `fast` is `Fixed::from_big(value)`.
+    pub(crate) fn sub_assign(&mut self, value: &BigDecimal, fast: Option<Fixed>) {
+        let negated = fast.and_then(|v| {
+            Some(Fixed {
+                mantissa: v.mantissa.checked_neg()?,
+                scale: v.scale,
+            })
+        });
+        if let (Sum::Fast(acc), Some(v)) = (&mut *self, negated) {
+            if let Some(next) = acc.add_assign(v) {
+                *acc = next;
+                return;
+            }
+        }
+        let mut big = self.take_big();
+        big -= value;
+        *self = Sum::Big(big);
+    }
+
     /// `sum = &sum + &value` (`Add` on references).
     pub(crate) fn add_refs(&mut self, value: Fixed) {
         if let Sum::Fast(acc) = self {
@@ -226,6 +246,14 @@ impl Sum {
         match std::mem::take(self) {
             Sum::Fast(f) => f.to_big(),
             Sum::Big(b) => b,
+        }
+    }
+
+    /// The sum as a `BigDecimal`, the sum kept.
+    pub(crate) fn to_big(&self) -> BigDecimal {
+        match self {
+            Sum::Fast(f) => f.to_big(),
+            Sum::Big(b) => b.clone(),
         }
     }
 
@@ -375,6 +403,34 @@ mod tests {
         let mut expected = huge.clone();
         expected += &d("0.5");
         assert!(same(&sum.into_big(), &expected));
+    }
+
+    #[test]
+    fn a_difference_is_exact_on_both_paths() {
+        // On integers, at the larger scale, as `SubAssign` gives it.
+        let mut sum = Sum::default();
+        for v in ["2.50", "-1.125", "7E+3"] {
+            sum.add_assign(&d(v), Some(f(v)));
+        }
+        sum.sub_assign(&d("2.50"), Some(f("2.50")));
+        assert!(sum.fast().is_some());
+        assert!(same(
+            &sum.to_big(),
+            &(&d("-1.125") + &d("7E+3")).with_scale(3)
+        ));
+        // Past an `i128` (the most negative mantissa has no negation, the
+        // difference from the largest does not fit): on `BigDecimal`.
+        let min = Fixed {
+            mantissa: i128::MIN,
+            scale: 0,
+        };
+        let max = f("170141183460469231731687303715884105727");
+        let mut sum = Sum::Fast(max);
+        sum.sub_assign(&min.to_big(), Some(min));
+        assert!(sum.fast().is_none());
+        assert!(same(&sum.to_big(), &(&max.to_big() - &min.to_big())));
+        sum.sub_assign(&max.to_big(), Some(max));
+        assert!(same(&sum.into_big(), &(&d("0") - &min.to_big())));
     }
 
     #[test]

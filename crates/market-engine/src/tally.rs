@@ -34,7 +34,7 @@ use crate::buckets::{bucket_index, bucket_of_index, bucket_price, bucket_size_fo
 use crate::cohorts::{slot, Acc, COHORT_ORDER};
 use crate::compact::CompactDecimal;
 use crate::coverage::coverage_of_units;
-use crate::fixed::Fixed;
+use crate::fixed::{Fixed, Sum};
 use crate::version::DataVersion;
 
 /// The aggregates of the served wallets, by market.
@@ -227,18 +227,41 @@ impl Eq for Member {}
 
 /// An exact sum with the scales of its members counted: its text is the
 /// one the sum of the members present has, whatever was added and taken
-/// out before.
+/// out before. The sum runs on integers while it fits an `i128` (a
+/// publish adds and takes out seven of these a position, and a
+/// `BigDecimal` sum allocated at each), at whatever scale: its text comes
+/// from the scales counted.
 #[derive(Clone, Debug, Default)]
 struct Exact {
-    sum: BigDecimal,
+    sum: Sum,
     /// (scale, members with that scale), by scale.
     scales: Vec<(i64, u32)>,
 }
 
 impl Exact {
     fn add(&mut self, v: &BigDecimal) {
-        self.sum += v;
-        let scale = v.as_bigint_and_scale().1;
+        let fast = Fixed::from_big(v);
+        self.sum.add_assign(v, fast);
+        self.count(fast.map_or_else(|| v.as_bigint_and_scale().1, |f| f.scale));
+    }
+
+    /// [`Exact::add`] of a compact decimal, without a `BigDecimal` made
+    /// while the sum fits.
+    fn add_compact(&mut self, v: &CompactDecimal) {
+        match (&mut self.sum, v.fixed()) {
+            (Sum::Fast(acc), Some(f)) => match acc.add_assign(f) {
+                Some(next) => {
+                    *acc = next;
+                    self.count(f.scale);
+                }
+                None => self.add(&v.to_big()),
+            },
+            _ => self.add(&v.to_big()),
+        }
+    }
+
+    /// Counts a member of scale `scale`.
+    fn count(&mut self, scale: i64) {
         match self.scales.binary_search_by_key(&scale, |s| s.0) {
             Ok(i) => self.scales[i].1 += 1,
             Err(i) => self.scales.insert(i, (scale, 1)),
@@ -246,8 +269,9 @@ impl Exact {
     }
 
     fn sub(&mut self, v: &BigDecimal) -> Result<(), NotAdded> {
-        self.sum -= v;
-        let scale = v.as_bigint_and_scale().1;
+        let fast = Fixed::from_big(v);
+        self.sum.sub_assign(v, fast);
+        let scale = fast.map_or_else(|| v.as_bigint_and_scale().1, |f| f.scale);
         let i = self
             .scales
             .binary_search_by_key(&scale, |s| s.0)
@@ -262,13 +286,13 @@ impl Exact {
     /// The sum as adding its members to `BigDecimal::zero()` gives it.
     fn added_to_zero(&self) -> BigDecimal {
         let scale = self.scales.last().map_or(0, |s| s.0.max(0));
-        self.sum.with_scale(scale)
+        self.sum.to_big().with_scale(scale)
     }
 
     /// The sum as adding its members to the first one gives it.
     fn of_members(&self) -> BigDecimal {
         let scale = self.scales.last().map_or(0, |s| s.0);
-        self.sum.with_scale(scale)
+        self.sum.to_big().with_scale(scale)
     }
 }
 
@@ -422,7 +446,7 @@ impl MarketTally {
             .map(|run| {
                 let mut total = Exact::default();
                 for m in &run.members {
-                    total.add(&m.value.to_big());
+                    total.add_compact(&m.value);
                 }
                 let members: BTreeSet<Member> = run.members.into_iter().collect();
                 ((run.side, run.price), Arc::new(Bucket { members, total }))

@@ -4,6 +4,7 @@
 //! the database refuses is held back, and served as last published).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use bigdecimal::{BigDecimal, Zero};
 use market_engine::{Quote, Tally, VersionChanges, WalletInput};
@@ -187,7 +188,7 @@ pub(crate) struct Pending {
     pub(crate) read: u64,
     /// What the last published version knows of it (`None`: nothing), served
     /// while its new read is held back.
-    pub(crate) published: Option<Box<LiveWallet>>,
+    pub(crate) published: Option<Arc<LiveWallet>>,
     /// The dexes the published observation covers.
     pub(crate) published_covered: BTreeSet<String>,
 }
@@ -198,7 +199,7 @@ pub(crate) struct Pending {
 pub(crate) struct Written {
     pub(crate) address: Address,
     pub(crate) read: u64,
-    pub(crate) wallet: LiveWallet,
+    pub(crate) wallet: Arc<LiveWallet>,
     pub(crate) covered: BTreeSet<String>,
 }
 
@@ -206,12 +207,15 @@ pub(crate) struct Written {
 #[derive(Debug, Default)]
 pub struct Book {
     /// The latest observation of every wallet read, but the ones that held
-    /// nothing when published (see [`LiveWallet::holds_nothing`]). Boxed,
-    /// as are the states: a map's empty buckets then cost a pointer, not a
-    /// wallet (its buckets grow to its largest size, a million wallets
+    /// nothing when published (see [`LiveWallet::holds_nothing`]). Behind
+    /// a pointer, as are the states: a map's empty buckets then cost a
+    /// pointer, not a wallet (its buckets grow to its largest size, a million wallets
     /// read while `track` discovers an exchange, and are given back once
-    /// they are mostly empty; see [`Book::published`]).
-    pub(crate) wallets: HashMap<Address, Box<LiveWallet>>,
+    /// they are mostly empty; see [`Book::published`]). Shared, not
+    /// boxed: a publish keeps each wallet it writes ([`Written`]) as it
+    /// was read, and sharing it costs a count where a copy cost a twentieth
+    /// of the publish (its positions' heap, copied and freed again).
+    pub(crate) wallets: HashMap<Address, Arc<LiveWallet>>,
     /// The analytics history of every wallet held: its scan state and
     /// followed positions.
     pub(crate) states: HashMap<Address, Box<Kept>>,
@@ -288,7 +292,7 @@ impl Book {
                         tally = None;
                     }
                 }
-                book.wallets.insert(Address::of(&w.address), Box::new(live));
+                book.wallets.insert(Address::of(&w.address), Arc::new(live));
             }
             base.tally = tally;
             // Only the wallets it holds (the others are read with their
@@ -434,7 +438,7 @@ impl Book {
             });
         let positions = obs.positions.iter().map(Held::of).collect();
         self.wallets
-            .insert(key, Box::new(LiveWallet { input, positions }));
+            .insert(key, Arc::new(LiveWallet { input, positions }));
         Ok(Applied::Pending)
     }
 
@@ -496,7 +500,7 @@ impl Book {
                     }
                 }
                 Some(p) => {
-                    p.published = Some(Box::new(w.wallet));
+                    p.published = Some(w.wallet);
                     p.published_covered = w.covered;
                 }
                 None => {}
@@ -691,7 +695,7 @@ mod tests {
             .map(|(a, p)| Written {
                 address: a.clone(),
                 read: p.read,
-                wallet: (*book.wallets[a]).clone(),
+                wallet: Arc::clone(&book.wallets[a]),
                 covered: book.covered(a),
             })
             .collect();
@@ -718,7 +722,7 @@ mod tests {
         let written = Written {
             address: "0xa".into(),
             read: first,
-            wallet: (*book.wallets[&Address::of("0xa")]).clone(),
+            wallet: Arc::clone(&book.wallets[&Address::of("0xa")]),
             covered: book.covered(&Address::of("0xa")),
         };
         // Read again while the publish of the first read was being written.

@@ -10,7 +10,7 @@
 //! on from it instead of applying changes to a version it did not see.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use market_engine::days::frozen_days;
 use market_engine::{
@@ -502,7 +502,7 @@ impl Changes {
             written.push(Written {
                 address: a.clone(),
                 read: pending.read,
-                wallet: (**wallet).clone(),
+                wallet: Arc::clone(wallet),
                 covered,
             });
         }
