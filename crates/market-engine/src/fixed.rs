@@ -191,11 +191,8 @@ impl Default for Sum {
 impl Sum {
     /// `sum += value` (`AddAssign<&BigDecimal>`); `fast` is `Fixed::from_big(value)`.
     pub(crate) fn add_assign(&mut self, value: &BigDecimal, fast: Option<Fixed>) {
-        if let (Sum::Fast(acc), Some(v)) = (&mut *self, fast) {
-            if let Some(next) = acc.add_assign(v) {
-                *acc = next;
-                return;
-            }
+        if fast.is_some_and(|v| self.add_fast(v)) {
+            return;
         }
         let mut big = self.take_big();
         big += value;
@@ -211,15 +208,28 @@ impl Sum {
                 scale: v.scale,
             })
         });
-        if let (Sum::Fast(acc), Some(v)) = (&mut *self, negated) {
-            if let Some(next) = acc.add_assign(v) {
-                *acc = next;
-                return;
-            }
+        if negated.is_some_and(|v| self.add_fast(v)) {
+            return;
         }
         let mut big = self.take_big();
         big -= value;
         *self = Sum::Big(big);
+    }
+
+    /// `sum += value` on integers (as [`Fixed::add_assign`]); `false`,
+    /// and the sum unchanged, when the sum is not on integers or the
+    /// result would not fit.
+    pub(crate) fn add_fast(&mut self, value: Fixed) -> bool {
+        let Sum::Fast(acc) = self else {
+            return false;
+        };
+        match acc.add_assign(value) {
+            Some(next) => {
+                *acc = next;
+                true
+            }
+            None => false,
+        }
     }
 
     /// `sum = &sum + &value` (`Add` on references).

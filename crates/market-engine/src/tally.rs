@@ -240,22 +240,15 @@ struct Exact {
 
 impl Exact {
     fn add(&mut self, v: &BigDecimal) {
-        let fast = Fixed::from_big(v);
-        self.sum.add_assign(v, fast);
-        self.count(fast.map_or_else(|| v.as_bigint_and_scale().1, |f| f.scale));
+        self.sum.add_assign(v, Fixed::from_big(v));
+        self.count(v.as_bigint_and_scale().1);
     }
 
     /// [`Exact::add`] of a compact decimal, without a `BigDecimal` made
     /// while the sum fits.
     fn add_compact(&mut self, v: &CompactDecimal) {
-        match (&mut self.sum, v.fixed()) {
-            (Sum::Fast(acc), Some(f)) => match acc.add_assign(f) {
-                Some(next) => {
-                    *acc = next;
-                    self.count(f.scale);
-                }
-                None => self.add(&v.to_big()),
-            },
+        match v.fixed() {
+            Some(f) if self.sum.add_fast(f) => self.count(f.scale),
             _ => self.add(&v.to_big()),
         }
     }
@@ -269,9 +262,8 @@ impl Exact {
     }
 
     fn sub(&mut self, v: &BigDecimal) -> Result<(), NotAdded> {
-        let fast = Fixed::from_big(v);
-        self.sum.sub_assign(v, fast);
-        let scale = fast.map_or_else(|| v.as_bigint_and_scale().1, |f| f.scale);
+        self.sum.sub_assign(v, Fixed::from_big(v));
+        let scale = v.as_bigint_and_scale().1;
         let i = self
             .scales
             .binary_search_by_key(&scale, |s| s.0)

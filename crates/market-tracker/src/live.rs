@@ -209,12 +209,13 @@ pub struct Book {
     /// The latest observation of every wallet read, but the ones that held
     /// nothing when published (see [`LiveWallet::holds_nothing`]). Behind
     /// a pointer, as are the states: a map's empty buckets then cost a
-    /// pointer, not a wallet (its buckets grow to its largest size, a million wallets
-    /// read while `track` discovers an exchange, and are given back once
-    /// they are mostly empty; see [`Book::published`]). Shared, not
-    /// boxed: a publish keeps each wallet it writes ([`Written`]) as it
-    /// was read, and sharing it costs a count where a copy cost a twentieth
-    /// of the publish (its positions' heap, copied and freed again).
+    /// pointer, not a wallet (its buckets grow to its largest size, a
+    /// million wallets read while `track` discovers an exchange, and are
+    /// given back once they are mostly empty; see [`Book::published`]).
+    /// Shared, not boxed: a publish keeps each wallet it writes
+    /// ([`Written`]) as it was read, and sharing it costs a count where a
+    /// copy cost a twentieth of the publish (its positions' heap, copied
+    /// and freed again).
     pub(crate) wallets: HashMap<Address, Arc<LiveWallet>>,
     /// The analytics history of every wallet held: its scan state and
     /// followed positions.
