@@ -4,6 +4,7 @@
 //! wallets' lists (shared between versions when unchanged), and how those
 //! lists are assembled from positions in page order.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use bigdecimal::BigDecimal;
@@ -150,15 +151,18 @@ pub(super) fn assemble(by_market: Vec<Vec<PositionItem>>, slots: usize) -> Assem
         starts[i] += starts[i - 1];
     }
     let mut filled = starts.clone();
-    let mut places = vec![(0u32, 0u32); starts[slots] as usize];
+    // Each place with its item's value code: a wallet's places are sorted
+    // on the codes, side by side, and an item (elsewhere in memory) is read
+    // only where two codes tie inexactly.
+    let mut places = vec![(0u64, 0u32, 0u32); starts[slots] as usize];
     let mut markets: Vec<(Vec<PositionRef>, Vec<u64>)> = Vec::with_capacity(by_market.len());
     for (m, items) in by_market.iter().enumerate() {
-        for (at, item) in items.iter().enumerate() {
+        let codes: Vec<u64> = items.iter().map(|p| value_code(&p.value)).collect();
+        for (at, (item, &code)) in items.iter().zip(&codes).enumerate() {
             let next = &mut filled[item.wallet as usize];
-            places[*next as usize] = (m as u32, at as u32);
+            places[*next as usize] = (code, m as u32, at as u32);
             *next += 1;
         }
-        let codes = items.iter().map(|p| value_code(&p.value)).collect();
         // Placeholders, each overwritten below: every place has one item.
         let unset = PositionRef {
             slot: 0,
@@ -177,20 +181,24 @@ pub(super) fn assemble(by_market: Vec<Vec<PositionItem>>, slots: usize) -> Assem
         if list.is_empty() {
             continue;
         }
-        // By value descending; stable, so equal values stay in symbol order.
-        list.sort_by(|&(ma, a), &(mb, b)| {
+        // By value descending (codes ascending); stable, so equal values
+        // stay in symbol order.
+        list.sort_by(|&(ca, ma, a), &(cb, mb, b)| {
             let value = |m: u32, at: u32| {
                 &by_market[m as usize][at as usize]
                     .as_ref()
                     .expect("placed once")
                     .value
             };
-            value(mb, b).cmp(value(ma, a))
+            ca.cmp(&cb).then_with(|| match codes::exact(ca) {
+                true => Ordering::Equal,
+                false => value(mb, b).cmp(value(ma, a)),
+            })
         });
         let items: WalletPositions = list
             .iter()
             .enumerate()
-            .map(|(k, &(m, at))| {
+            .map(|(k, &(_, m, at))| {
                 let item = by_market[m as usize][at as usize]
                     .take()
                     .expect("placed once");
@@ -418,6 +426,113 @@ fn market_value(m: &Market, sort: MarketSort) -> &BigDecimal {
 mod tests {
     use super::*;
     use crate::snapshot::testing::snapshot;
+
+    #[test]
+    fn assemble_lists_each_wallets_positions_by_value_then_market() {
+        // Values drawn from a few that tie exactly, a few whose codes tie
+        // without being equal (they differ past a code's precision), and
+        // others: each wallet's list is by value descending, equal values
+        // in market order, as a plain stable sort of its items gives; each
+        // market's references name its items.
+        use std::str::FromStr;
+        let values: Vec<BigDecimal> = [
+            "5",
+            "5.00",
+            "-3",
+            "0",
+            "123456789.123456789012345678901",
+            "123456789.123456789012345678902",
+            "123456789.123456789012345678900",
+            "0.000000000000000000001",
+            "0.000000000000000000002",
+            "77.5",
+            "1e30",
+            "1.0000000000000000000001e30",
+            "-123456789.1234567890123456789012",
+            "-123456789.1234567890123456789011",
+        ]
+        .iter()
+        .map(|v| BigDecimal::from_str(v).unwrap())
+        .collect();
+        for seed in 0u64..40 {
+            let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let mut next = |n: u64| {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                (x >> 33) % n
+            };
+            let (markets, slots) = (1 + next(6) as usize, 1 + next(30) as usize);
+            let mut by_market: Vec<Vec<PositionItem>> = Vec::new();
+            let mut want: Vec<Vec<(BigDecimal, String)>> = vec![Vec::new(); slots];
+            for m in 0..markets {
+                let mut items = Vec::new();
+                for at in 0..next(25) {
+                    let (wallet, v) = (next(slots as u64) as u32, next(14) as usize);
+                    let value = &values[v];
+                    let json = format!("{m}/{at}/{v}");
+                    want[wallet as usize].push((value.clone(), json.clone()));
+                    items.push(PositionItem {
+                        json: json.into_bytes().into_boxed_slice(),
+                        value: SortKey::new(value),
+                        wallet,
+                        direction: if at % 2 == 0 {
+                            Direction::Long
+                        } else {
+                            Direction::Short
+                        },
+                    });
+                }
+                // A market's items come in page order: codes ascending.
+                items.sort_by_key(|p| value_code(&p.value));
+                by_market.push(items);
+            }
+            let Assembled {
+                wallets,
+                markets: lists,
+            } = assemble(by_market, slots);
+            for list in &mut want {
+                list.sort_by(|a, b| b.0.cmp(&a.0));
+            }
+            let mut got: Vec<Vec<String>> = vec![Vec::new(); slots];
+            for (slot, items) in &wallets {
+                got[*slot as usize] = items
+                    .iter()
+                    .map(|p| String::from_utf8(p.json.to_vec()).unwrap())
+                    .collect();
+            }
+            let want: Vec<Vec<String>> = want
+                .into_iter()
+                .map(|l| l.into_iter().map(|(_, j)| j).collect())
+                .collect();
+            // Equal values keep market order, and within a market the page
+            // order: compare the values' order, then each tie's markets.
+            assert_eq!(
+                got.iter().map(Vec::len).collect::<Vec<_>>(),
+                want.iter().map(Vec::len).collect::<Vec<_>>(),
+                "seed {seed}"
+            );
+            let market = |j: &str| j.split('/').next().unwrap().parse::<usize>().unwrap();
+            let value = |j: &str| &values[j.rsplit('/').next().unwrap().parse::<usize>().unwrap()];
+            for (g, w) in got.iter().zip(&want) {
+                let order = |l: &[String]| -> Vec<(BigDecimal, usize)> {
+                    l.iter().map(|j| (value(j).clone(), market(j))).collect()
+                };
+                assert_eq!(order(g), order(w), "seed {seed}: a wallet's order");
+            }
+            for (m, (refs, _)) in lists.iter().enumerate() {
+                for r in refs {
+                    let (_, items) = wallets.iter().find(|(s, _)| *s == r.slot).unwrap();
+                    let j = String::from_utf8(items[r.index()].json.to_vec()).unwrap();
+                    assert_eq!(
+                        market(&j),
+                        m,
+                        "seed {seed}: a reference names its market's item"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn market_orders_break_ties_by_symbol() {

@@ -28,7 +28,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -36,6 +36,7 @@ use market_engine::SortKey;
 use market_model::{
     Direction, MarketPositionText, MarketSort, PlainDecimal, SortOrder, Wallet, WalletSort,
 };
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -112,7 +113,7 @@ struct Header<'a> {
     positions: u64,
     wallets: u64,
     /// The longest byte or text field of any slot or position record (the
-    /// reader's scratch space).
+    /// reader checks it against [`MAX_ITEM`]).
     largest: u64,
 }
 
@@ -405,23 +406,22 @@ impl Snapshot {
         if positions_at > body {
             return Err(corrupt("the positions part starts past the end"));
         }
-        let mut head = checksummed(Part::new(&file, 0, positions_at));
+        let mut head = Records::new(Part::new(&file, 0, positions_at));
         let mut small = [0; 1024];
         let (saved, largest) = read_header(&mut head, &mut small)?;
         if largest > MAX_ITEM {
             return Err(corrupt("a field larger than any item"));
         }
-        let scratch = largest as usize + 64;
         // The two parts at once: the head (markets and wallets) here, the
         // positions on a thread of their own.
         let (head, positions) = std::thread::scope(|s| {
             let positions = s.spawn(|| {
-                let mut input = checksummed(Part::new(&file, positions_at, body));
-                let positions = read_positions(&mut input, &mut vec![0; scratch])?;
-                read_whole(input, positions_crc, "the positions part")?;
+                let mut input = Records::new(Part::new(&file, positions_at, body));
+                let positions = read_positions(&mut input)?;
+                input.read_whole(positions_crc, "the positions part")?;
                 Ok::<_, SavedError>(positions)
             });
-            let head = read_head(head, head_crc, scratch);
+            let head = read_head(head, head_crc);
             (head, joined(positions))
         });
         let (part, wallets) = head?;
@@ -459,14 +459,12 @@ impl Snapshot {
 
 /// The rest of the head (after its header): the markets and the wallets.
 fn read_head(
-    mut input: BufReader<Checksummed<Part<'_>>>,
+    mut input: Records<Part<'_>>,
     crc: u32,
-    scratch: usize,
 ) -> Result<(MarketsPart, SavedWallets), SavedError> {
-    let mut scratch = vec![0; scratch];
     let part = read_markets(&mut input)?;
-    let wallets = SavedWallets::read(&mut input, &mut scratch)?;
-    read_whole(input, crc, "the head")?;
+    let wallets = SavedWallets::read(&mut input)?;
+    input.read_whole(crc, "the head")?;
     Ok((part, wallets))
 }
 
@@ -475,31 +473,6 @@ fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
     handle
         .join()
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-}
-
-/// A part of a saved file, read through its checksum.
-fn checksummed(part: Part<'_>) -> BufReader<Checksummed<Part<'_>>> {
-    BufReader::with_capacity(BUFFER, Checksummed::new(part))
-}
-
-/// Checks that `input` was read to its end and that what it read is what
-/// was written.
-fn read_whole(
-    mut input: BufReader<Checksummed<Part<'_>>>,
-    crc: u32,
-    what: &str,
-) -> Result<(), SavedError> {
-    if !input.fill_buf()?.is_empty() {
-        return Err(SavedError::Corrupt(format!(
-            "bytes after the end of {what}"
-        )));
-    }
-    if input.into_inner().hasher.finalize() != crc {
-        return Err(SavedError::Corrupt(format!(
-            "the checksum of {what} does not match"
-        )));
-    }
-    Ok(())
 }
 
 /// The bytes `at..end` of a file, read at their offsets: several parts of
@@ -560,23 +533,24 @@ struct SavedWallets {
 }
 
 impl SavedWallets {
-    fn read(input: &mut impl Read, scratch: &mut [u8]) -> Result<SavedWallets, SavedError> {
-        let n = read_count(input, scratch)?;
+    fn read(input: &mut Records<Part<'_>>) -> Result<SavedWallets, SavedError> {
+        let n = read_count(input)?;
         let mut slots = Vec::with_capacity(n.min(1 << 24));
         for _ in 0..n {
-            let (record, _) =
-                postcard::from_io::<Option<WalletRecord>, _>((&mut *input, &mut *scratch))?;
-            slots.push(match record {
-                Some(r) => Some(Arc::new(wallet_item(r)?)),
-                None => None,
-            });
+            slots.push(input.next(|bytes| {
+                Ok(match take::<Option<WalletRecord>>(bytes)? {
+                    Some((Some(r), used)) => Some((Some(Arc::new(wallet_item(r)?)), used)),
+                    Some((None, used)) => Some((None, used)),
+                    None => None,
+                })
+            })?);
         }
-        let free = read_list(input, scratch)?;
-        let by_address = read_list(input, scratch)?;
-        let flags = postcard::from_io::<Vec<u8>, _>((&mut *input, &mut *scratch))?.0;
+        let free = input.owned::<Vec<u32>>()?;
+        let by_address = input.owned::<Vec<u32>>()?;
+        let flags = input.owned::<Vec<u8>>()?;
         let mut unfiltered = Vec::new();
         for k in sort_orders() {
-            unfiltered.push((k, read_list(input, scratch)?));
+            unfiltered.push((k, input.owned::<Vec<u32>>()?));
         }
         Ok(SavedWallets {
             slots,
@@ -632,32 +606,30 @@ impl SavedWallets {
     }
 }
 
-fn read_list(input: &mut impl Read, scratch: &mut [u8]) -> Result<Vec<u32>, SavedError> {
-    Ok(postcard::from_io::<Vec<u32>, _>((input, scratch))?.0)
-}
-
 /// Each market's position items, in page order.
-fn read_positions(
-    input: &mut impl Read,
-    scratch: &mut [u8],
-) -> Result<Vec<Vec<PositionItem>>, SavedError> {
-    let markets = read_count(input, scratch)?;
+fn read_positions(input: &mut Records<Part<'_>>) -> Result<Vec<Vec<PositionItem>>, SavedError> {
+    let markets = read_count(input)?;
     let mut positions = Vec::with_capacity(markets.min(1 << 16));
     for _ in 0..markets {
-        let n = read_count(input, scratch)?;
+        let n = read_count(input)?;
         let mut all = Vec::with_capacity(n.min(1 << 24));
         for _ in 0..n {
-            let (r, _) = postcard::from_io::<PositionRecord, _>((&mut *input, &mut *scratch))?;
-            all.push(PositionItem {
-                json: r.json.into_owned().into_boxed_slice(),
-                value: r.value.key()?,
-                wallet: r.wallet,
-                direction: if r.long {
-                    Direction::Long
-                } else {
-                    Direction::Short
-                },
-            });
+            all.push(input.next(|bytes| {
+                let Some((r, used)) = take::<PositionRecord>(bytes)? else {
+                    return Ok(None);
+                };
+                let item = PositionItem {
+                    json: Box::from(&*r.json),
+                    value: r.value.key()?,
+                    wallet: r.wallet,
+                    direction: if r.long {
+                        Direction::Long
+                    } else {
+                        Direction::Short
+                    },
+                };
+                Ok(Some((item, used)))
+            })?);
         }
         positions.push(all);
     }
@@ -699,8 +671,8 @@ fn read_header(
     Ok((saved, h.largest))
 }
 
-fn read_count(input: &mut impl Read, scratch: &mut [u8]) -> Result<usize, SavedError> {
-    let (n, _) = postcard::from_io::<u64, _>((input, scratch))?;
+fn read_count(input: &mut Records<Part<'_>>) -> Result<usize, SavedError> {
+    let n = input.owned::<u64>()?;
     usize::try_from(n).map_err(|_| corrupt("a count"))
 }
 
@@ -752,10 +724,119 @@ fn wallet_item(r: WalletRecord<'_>) -> Result<WalletItem, SavedError> {
         *key = record.map(KeyRecord::key).transpose()?;
     }
     Ok(WalletItem::from_parts(
-        r.json.into_owned().into_boxed_slice(),
-        r.address.into_owned().into_boxed_str(),
+        Box::from(&*r.json),
+        Box::from(&*r.address),
         keys,
     ))
+}
+
+/// A part of a saved file read in blocks through its checksum, its records
+/// decoded from the block in memory. postcard reading through
+/// [`io::Read`] asked for each byte of every varint by a call, and copied
+/// each byte string through a scratch buffer: most of a start's time.
+struct Records<R> {
+    input: Checksummed<R>,
+    buf: Vec<u8>,
+    /// The unread bytes of `buf`.
+    at: usize,
+    end: usize,
+}
+
+/// The next record of `bytes`, if they hold all of it, and how many bytes
+/// it took.
+fn take<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<Option<(T, usize)>, SavedError> {
+    match postcard::take_from_bytes::<T>(bytes) {
+        Ok((value, rest)) => Ok(Some((value, bytes.len() - rest.len()))),
+        Err(postcard::Error::DeserializeUnexpectedEnd) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl<R: Read> Records<R> {
+    fn new(input: R) -> Records<R> {
+        Records::with_block(input, BUFFER)
+    }
+
+    fn with_block(input: R, block: usize) -> Records<R> {
+        Records {
+            input: Checksummed::new(input),
+            buf: vec![0; block.max(1)],
+            at: 0,
+            end: 0,
+        }
+    }
+
+    /// The next record, decoded by `decode` from the unread bytes (`None`
+    /// when they end before the record does: more is then read, into a
+    /// larger block if the record is larger than the block, and `decode`
+    /// is called again).
+    fn next<T>(
+        &mut self,
+        decode: impl Fn(&[u8]) -> Result<Option<(T, usize)>, SavedError>,
+    ) -> Result<T, SavedError> {
+        loop {
+            if let Some((value, used)) = decode(&self.buf[self.at..self.end])? {
+                self.at += used;
+                return Ok(value);
+            }
+            if self.fill()? == 0 {
+                return Err(corrupt("cut short in a record"));
+            }
+        }
+    }
+
+    /// The next record, of a type that borrows nothing.
+    fn owned<T: DeserializeOwned>(&mut self) -> Result<T, SavedError> {
+        self.next(|bytes| take::<T>(bytes))
+    }
+
+    /// Reads more of the input after the unread bytes (moved to the front
+    /// of the block, which doubles when they fill it); how many bytes.
+    fn fill(&mut self) -> io::Result<usize> {
+        self.buf.copy_within(self.at..self.end, 0);
+        (self.end, self.at) = (self.end - self.at, 0);
+        if self.end == self.buf.len() {
+            if self.buf.len() as u64 >= MAX_MARKETS {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "a record larger than any",
+                ));
+            }
+            self.buf.resize(self.buf.len() * 2, 0);
+        }
+        let n = self.input.read(&mut self.buf[self.end..])?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Checks that the part was read to its end and that what it read is
+    /// what was written.
+    fn read_whole(mut self, crc: u32, what: &str) -> Result<(), SavedError> {
+        if self.at < self.end || self.fill()? > 0 {
+            return Err(SavedError::Corrupt(format!(
+                "bytes after the end of {what}"
+            )));
+        }
+        if self.input.hasher.finalize() != crc {
+            return Err(SavedError::Corrupt(format!(
+                "the checksum of {what} does not match"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The header and the markets record are read through this.
+impl<R: Read> Read for Records<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.at == self.end && self.fill()? == 0 {
+            return Ok(0);
+        }
+        let n = buf.len().min(self.end - self.at);
+        buf[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
 }
 
 /// A reader or writer that keeps the CRC-32 of the bytes through it.
@@ -841,6 +922,65 @@ mod tests {
         // Nothing is left beside it.
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 2);
+    }
+
+    #[test]
+    fn records_read_back_across_blocks_of_any_size() {
+        // Records of 1 byte to several blocks, borrowed and owned, read
+        // through blocks smaller and larger than they are.
+        let records: Vec<(Vec<u8>, Vec<u32>)> = (0..60u32)
+            .map(|i| {
+                let bytes = (0..i * i * 3).map(|b| (b % 251) as u8).collect();
+                (
+                    bytes,
+                    (0..i * 7).map(|x| x.wrapping_mul(2_654_435_761)).collect(),
+                )
+            })
+            .collect();
+        let mut file = Vec::new();
+        for (bytes, list) in &records {
+            let blob = Blob(Cow::Borrowed(bytes));
+            file.extend(postcard::to_allocvec(&blob).unwrap());
+            file.extend(postcard::to_allocvec(list).unwrap());
+        }
+        let crc = crc32fast::hash(&file);
+        for block in [1, 2, 3, 7, 64, 1000, 1 << 20] {
+            let mut input = Records::with_block(&file[..], block);
+            for (bytes, list) in &records {
+                let read = input
+                    .next(|b| Ok(take::<Blob>(b)?.map(|(r, n)| (r.0.into_owned(), n))))
+                    .unwrap();
+                assert_eq!(&read, bytes, "block {block}");
+                assert_eq!(&input.owned::<Vec<u32>>().unwrap(), list, "block {block}");
+            }
+            input.read_whole(crc, "the records").unwrap();
+            // Cut short: an error, not a record.
+            let mut cut = Records::with_block(&file[..file.len() - 1], block);
+            let last = (0..records.len() * 2).try_for_each(|i| match i % 2 {
+                0 => cut.next(|b| Ok(take::<Blob>(b)?.map(|(_, n)| ((), n)))),
+                _ => cut.owned::<Vec<u32>>().map(drop),
+            });
+            assert!(matches!(last, Err(SavedError::Corrupt(_))), "block {block}");
+            // A byte more, or another checksum: refused.
+            let mut longer = file.clone();
+            longer.push(0);
+            let mut input = Records::with_block(&longer[..], block);
+            for _ in &records {
+                input
+                    .next(|b| Ok(take::<Blob>(b)?.map(|(_, n)| ((), n))))
+                    .unwrap();
+                input.owned::<Vec<u32>>().unwrap();
+            }
+            assert!(input.read_whole(crc, "the records").is_err());
+            let mut input = Records::with_block(&file[..], block);
+            for _ in &records {
+                input
+                    .next(|b| Ok(take::<Blob>(b)?.map(|(_, n)| ((), n))))
+                    .unwrap();
+                input.owned::<Vec<u32>>().unwrap();
+            }
+            assert!(input.read_whole(crc ^ 1, "the records").is_err());
+        }
     }
 
     #[test]
