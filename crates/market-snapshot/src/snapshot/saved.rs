@@ -538,11 +538,9 @@ impl SavedWallets {
         let mut slots = Vec::with_capacity(n.min(1 << 24));
         for _ in 0..n {
             slots.push(input.next(|bytes| {
-                Ok(match take::<Option<WalletRecord>>(bytes)? {
-                    Some((Some(r), used)) => Some((Some(Arc::new(wallet_item(r)?)), used)),
-                    Some((None, used)) => Some((None, used)),
-                    None => None,
-                })
+                take::<Option<WalletRecord>>(bytes)?
+                    .map(|(r, used)| Ok((r.map(wallet_item).transpose()?.map(Arc::new), used)))
+                    .transpose()
             })?);
         }
         let free = input.owned::<Vec<u32>>()?;
@@ -615,20 +613,9 @@ fn read_positions(input: &mut Records<Part<'_>>) -> Result<Vec<Vec<PositionItem>
         let mut all = Vec::with_capacity(n.min(1 << 24));
         for _ in 0..n {
             all.push(input.next(|bytes| {
-                let Some((r, used)) = take::<PositionRecord>(bytes)? else {
-                    return Ok(None);
-                };
-                let item = PositionItem {
-                    json: Box::from(&*r.json),
-                    value: r.value.key()?,
-                    wallet: r.wallet,
-                    direction: if r.long {
-                        Direction::Long
-                    } else {
-                        Direction::Short
-                    },
-                };
-                Ok(Some((item, used)))
+                take::<PositionRecord>(bytes)?
+                    .map(|(r, used)| Ok((position_item(r)?, used)))
+                    .transpose()
             })?);
         }
         positions.push(all);
@@ -716,6 +703,19 @@ fn read_markets(input: &mut impl Read) -> Result<MarketsPart, SavedError> {
         return Err(corrupt("the markets' items"));
     }
     Ok(part)
+}
+
+fn position_item(r: PositionRecord<'_>) -> Result<PositionItem, SavedError> {
+    Ok(PositionItem {
+        json: Box::from(&*r.json),
+        value: r.value.key()?,
+        wallet: r.wallet,
+        direction: if r.long {
+            Direction::Long
+        } else {
+            Direction::Short
+        },
+    })
 }
 
 fn wallet_item(r: WalletRecord<'_>) -> Result<WalletItem, SavedError> {
@@ -945,40 +945,29 @@ mod tests {
         }
         let crc = crc32fast::hash(&file);
         for block in [1, 2, 3, 7, 64, 1000, 1 << 20] {
-            let mut input = Records::with_block(&file[..], block);
-            for (bytes, list) in &records {
-                let read = input
-                    .next(|b| Ok(take::<Blob>(b)?.map(|(r, n)| (r.0.into_owned(), n))))
-                    .unwrap();
-                assert_eq!(&read, bytes, "block {block}");
-                assert_eq!(&input.owned::<Vec<u32>>().unwrap(), list, "block {block}");
-            }
+            // Every record of `bytes` in turn, and the input after them.
+            let read_all = |bytes| {
+                let mut input = Records::with_block(bytes, block);
+                let mut read = Vec::new();
+                for _ in &records {
+                    let blob =
+                        input.next(|b| Ok(take::<Blob>(b)?.map(|(r, n)| (r.0.into_owned(), n))))?;
+                    read.push((blob, input.owned::<Vec<u32>>()?));
+                }
+                Ok::<_, SavedError>((input, read))
+            };
+            let (input, read) = read_all(&file[..]).unwrap();
+            assert_eq!(read, records, "block {block}");
             input.read_whole(crc, "the records").unwrap();
             // Cut short: an error, not a record.
-            let mut cut = Records::with_block(&file[..file.len() - 1], block);
-            let last = (0..records.len() * 2).try_for_each(|i| match i % 2 {
-                0 => cut.next(|b| Ok(take::<Blob>(b)?.map(|(_, n)| ((), n)))),
-                _ => cut.owned::<Vec<u32>>().map(drop),
-            });
-            assert!(matches!(last, Err(SavedError::Corrupt(_))), "block {block}");
+            let cut = read_all(&file[..file.len() - 1]).map(drop);
+            assert!(matches!(cut, Err(SavedError::Corrupt(_))), "block {block}");
             // A byte more, or another checksum: refused.
             let mut longer = file.clone();
             longer.push(0);
-            let mut input = Records::with_block(&longer[..], block);
-            for _ in &records {
-                input
-                    .next(|b| Ok(take::<Blob>(b)?.map(|(_, n)| ((), n))))
-                    .unwrap();
-                input.owned::<Vec<u32>>().unwrap();
-            }
+            let (input, _) = read_all(&longer[..]).unwrap();
             assert!(input.read_whole(crc, "the records").is_err());
-            let mut input = Records::with_block(&file[..], block);
-            for _ in &records {
-                input
-                    .next(|b| Ok(take::<Blob>(b)?.map(|(_, n)| ((), n))))
-                    .unwrap();
-                input.owned::<Vec<u32>>().unwrap();
-            }
+            let (input, _) = read_all(&file[..]).unwrap();
             assert!(input.read_whole(crc ^ 1, "the records").is_err());
         }
     }
