@@ -10,7 +10,9 @@
 //!   (`Store::load_changes_for_serving`, positions rendered from their
 //!   text), applying them to the served snapshot (`Snapshot::apply_rendered`),
 //!   and both, also after a pause before each cycle, as a server that
-//!   applies a publish a minute does it; and a starting server's read of
+//!   applies a publish a minute does it, timed by the wall clock and by
+//!   the process's CPU (with freeing the version replaced: the server's
+//!   logged figure); and a starting server's read of
 //!   the changes since the version it saved, told which wallets it served
 //!   (`Store::load_changes_since_served`: the saved version is most often
 //!   pruned by then);
@@ -289,6 +291,26 @@ fn publish(c: &mut Criterion) {
                     timed += started.elapsed();
                 }
                 timed
+            })
+        },
+    );
+    // What a running server logs for a publish: its process's CPU (all
+    // threads, the apply's second one included) to read and apply it and
+    // to free the version it replaces, after the same pause. The clock is
+    // the server's (`/proc/self/stat`, ticks of 10 ms), read around each
+    // cycle: its rounding errors cancel out over the cycles summed.
+    g.bench_function(
+        format!("read_and_apply_cpu_after_a_pause_{changed}_of_300k_wallets"),
+        |b| {
+            b.iter_custom(|iters| {
+                let mut cpu = Duration::ZERO;
+                for _ in 0..iters {
+                    std::thread::sleep(pause());
+                    let before = common::process_cpu();
+                    drop(black_box(served.apply_rendered(meta.version, read())));
+                    cpu += common::process_cpu() - before;
+                }
+                cpu
             })
         },
     );

@@ -93,5 +93,28 @@ fn load_saved(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, index, apply, load_saved);
+/// A running server's save of what it serves (`Snapshot::save`, the
+/// version of `load_saved`), timed by the process's CPU: what the saver
+/// thread takes from the server (its wall time waits on the disk).
+fn save(c: &mut Criterion) {
+    let served = Snapshot::build(1, common::demo_version(300_000));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bench.served");
+    let mut g = c.benchmark_group("engine");
+    g.sample_size(10);
+    g.bench_function("snapshot_save_cpu_300k_wallets", |b| {
+        b.iter_custom(|iters| {
+            let mut cpu = std::time::Duration::ZERO;
+            for _ in 0..iters {
+                let before = common::process_cpu();
+                served.save(&path, "bench").unwrap();
+                cpu += common::process_cpu() - before;
+            }
+            cpu
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, index, apply, load_saved, save);
 criterion_main!(benches);

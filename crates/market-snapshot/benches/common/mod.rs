@@ -63,3 +63,20 @@ pub fn one_usd_more_from(
         removed: Vec::new(),
     }
 }
+
+/// The process's CPU time so far, all threads (`/proc/self/stat`, as the
+/// server reads it for its log: ticks of 10 ms, whose rounding cancels out
+/// over the iterations a bench sums).
+#[allow(dead_code)] // Not every bench of the crate uses it.
+pub fn process_cpu() -> std::time::Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // The fields after the command name (in parentheses).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    std::time::Duration::from_millis(ticks * 10)
+}
