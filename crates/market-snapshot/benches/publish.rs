@@ -278,41 +278,33 @@ fn publish(c: &mut Criterion) {
     // A server applies a publish a minute, and by then its allocator has
     // handed the pages the previous cycle freed back to the system (the
     // binary's jemalloc after a second): each cycle after a pause (not
-    // timed) faults its memory in afresh, as a running server's does.
+    // timed) faults its memory in afresh, as a running server's does. The
+    // cycle frees the version it made, as a server frees the one replaced.
+    // Timed by `clock`, read around each cycle.
+    let after_a_pause = |b: &mut criterion::Bencher, clock: &dyn Fn() -> Duration| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            for _ in 0..iters {
+                std::thread::sleep(pause());
+                let started = clock();
+                drop(black_box(served.apply_rendered(meta.version, read())));
+                timed += clock() - started;
+            }
+            timed
+        })
+    };
+    let origin = Instant::now();
     g.bench_function(
         format!("read_and_apply_after_a_pause_{changed}_of_300k_wallets"),
-        |b| {
-            b.iter_custom(|iters| {
-                let mut timed = Duration::ZERO;
-                for _ in 0..iters {
-                    std::thread::sleep(pause());
-                    let started = Instant::now();
-                    black_box(served.apply_rendered(meta.version, read()));
-                    timed += started.elapsed();
-                }
-                timed
-            })
-        },
+        |b| after_a_pause(b, &|| origin.elapsed()),
     );
     // What a running server logs for a publish: its process's CPU (all
-    // threads, the apply's second one included) to read and apply it and
-    // to free the version it replaces, after the same pause. The clock is
-    // the server's (`/proc/self/stat`, ticks of 10 ms), read around each
-    // cycle: its rounding errors cancel out over the cycles summed.
+    // threads, the apply's second one included). The clock is the
+    // server's (`/proc/self/stat`, ticks of 10 ms): its rounding errors
+    // cancel out over the cycles summed.
     g.bench_function(
         format!("read_and_apply_cpu_after_a_pause_{changed}_of_300k_wallets"),
-        |b| {
-            b.iter_custom(|iters| {
-                let mut cpu = Duration::ZERO;
-                for _ in 0..iters {
-                    std::thread::sleep(pause());
-                    let before = common::process_cpu();
-                    drop(black_box(served.apply_rendered(meta.version, read())));
-                    cpu += common::process_cpu() - before;
-                }
-                cpu
-            })
-        },
+        |b| after_a_pause(b, &common::process_cpu),
     );
     // Last: each publish prunes the versions the reads above start from.
     g.bench_function(format!("write_{changed}_of_300k_wallets"), |b| {
