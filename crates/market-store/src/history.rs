@@ -22,9 +22,8 @@ use std::collections::{HashMap, HashSet};
 
 use bigdecimal::{BigDecimal, ToPrimitive};
 use diesel::prelude::*;
-use market_model::decimal::PlainDecimal;
 use market_model::{
-    Cohort, Decimal, EventKind, HistoryInterval, Holding, Market, MarketCohorts,
+    Cohort, Decimal, Direction, EventKind, HistoryInterval, Holding, Market, MarketCohorts,
     MarketHistoryPoint, MarketPosition, MarketPositionText, PositionEvent, Wallet,
     WalletHistoryPoint,
 };
@@ -302,11 +301,10 @@ pub(crate) struct Observation<'a> {
     pub positions: &'a [MarketPosition],
     /// Whether to derive position events against `closed`.
     pub events: bool,
-    /// The rows this version closed (address and positions column): the
-    /// previous observation of the written wallets that were served
+    /// The previous observation of the written wallets that were served
     /// (every served wallet's for a full write). Events are derived against
-    /// them; a written wallet without one was not served before.
-    pub closed: &'a [(String, String)],
+    /// it; a written wallet without one was not served before.
+    pub closed: Closed<'a>,
     /// Per written wallet, the dexes this observation reads and the previous
     /// one did not: a position there is a first observation, not an opening.
     pub newly_read: &'a [(String, Vec<String>)],
@@ -319,6 +317,34 @@ pub(crate) struct Observation<'a> {
     /// ([`Store::prune_history`]), so that the copy of an hour into the
     /// hourly tier does not hold up a publish.
     pub prune: bool,
+}
+
+/// The previous observation events are derived against (see
+/// [`Observation::closed`]).
+#[derive(Clone, Copy)]
+pub(crate) enum Closed<'a> {
+    /// The rows this version closed, as stored: address and positions
+    /// column (a whole write, and a publish whose writer did not say).
+    Rows(&'a [(String, String)]),
+    /// What the base version served of them, as the writer holds it
+    /// (`PublishWrite::previous`): compared as they are, where encoding
+    /// them into columns to parse them back took a fifth of a publish's
+    /// store part.
+    Served {
+        /// The written wallets the base version served.
+        wallets: &'a [String],
+        /// Their positions.
+        positions: &'a [MarketPosition],
+    },
+}
+
+impl Closed<'_> {
+    fn addresses(&self) -> HashSet<&str> {
+        match self {
+            Closed::Rows(rows) => rows.iter().map(|(a, _)| a.as_str()).collect(),
+            Closed::Served { wallets, .. } => wallets.iter().map(String::as_str).collect(),
+        }
+    }
 }
 
 /// Writes points into `$table` (`history_points` or its journal, whose
@@ -528,13 +554,12 @@ fn value_micro(value: &BigDecimal) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
-/// The events between the closed rows of the written wallets and their
-/// new positions. Wallets that were not served before are
-/// `firstObservation`; wallets no longer served get no event (they are not
-/// tracked, which says nothing of their positions).
-fn derive_events(obs: &Observation<'_>) -> Result<Vec<PositionEvent>, StoreError> {
-    let rows = obs.closed;
-    let served: HashSet<&str> = rows.iter().map(|(a, _)| a.as_str()).collect();
+/// The events between the previous observation of the written wallets
+/// ([`Observation::closed`]) and their new positions. Wallets that were
+/// not served before are `firstObservation`; wallets no longer served get
+/// no event (they are not tracked, which says nothing of their positions).
+pub(crate) fn derive_events(obs: &Observation<'_>) -> Result<Vec<PositionEvent>, StoreError> {
+    let served = obs.closed.addresses();
     let newly_read: HashMap<&str, &[String]> = obs
         .newly_read
         .iter()
@@ -550,50 +575,159 @@ fn derive_events(obs: &Observation<'_>) -> Result<Vec<PositionEvent>, StoreError
         served: &served,
         newly_read: &newly_read,
     };
-    // Each written wallet's new positions, by symbol.
-    let mut now: HashMap<&str, Vec<&MarketPosition>> = obs
-        .wallets
-        .iter()
-        .map(|w| (w.address.as_str(), Vec::new()))
-        .collect();
-    for p in obs.positions {
-        if let Some(held) = now.get_mut(p.address.as_str()) {
-            held.push(p);
+    let mut now = held_by_wallet(
+        obs.wallets.iter().map(|w| w.address.as_str()),
+        obs.positions,
+    );
+    let mut events = Vec::new();
+    match obs.closed {
+        Closed::Rows(rows) => {
+            let open: HashMap<&str, &str> = rows
+                .iter()
+                .map(|(a, held)| (a.as_str(), held.as_str()))
+                .collect();
+            for w in obs.wallets {
+                let Some(mut next) = now.remove(w.address.as_str()) else {
+                    continue; // written twice: compared once
+                };
+                next.sort_by(|a, b| a.symbol.cmp(&b.symbol));
+                let column = open.get(w.address.as_str()).copied().unwrap_or("[]");
+                crate::held::with_texts(&w.address, column, |before| {
+                    wallet_events(&ctx, w, before, &next, &mut events);
+                    Ok(())
+                })?;
+            }
+        }
+        Closed::Served { wallets, positions } => {
+            let mut before = held_by_wallet(wallets.iter().map(String::as_str), &[]);
+            for p in positions {
+                before
+                    .get_mut(p.address.as_str())
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!(
+                            "previous position {} of wallet {}, which the base version does not serve",
+                            p.symbol, p.address
+                        ))
+                    })?
+                    .push(p);
+            }
+            for w in obs.wallets {
+                let Some(mut next) = now.remove(w.address.as_str()) else {
+                    continue; // written twice: compared once
+                };
+                next.sort_by(|a, b| a.symbol.cmp(&b.symbol));
+                let mut held = before.remove(w.address.as_str()).unwrap_or_default();
+                crate::held::by_symbol(&mut held, |p| (&p.address, &p.symbol), "positions")?;
+                wallet_events(&ctx, w, &held, &next, &mut events);
+            }
         }
     }
-    let mut events = Vec::new();
-    let open: HashMap<&str, &str> = rows
-        .iter()
-        .map(|(a, held)| (a.as_str(), held.as_str()))
-        .collect();
-    for w in obs.wallets {
-        let Some(mut next) = now.remove(w.address.as_str()) else {
-            continue; // written twice: compared once
-        };
-        next.sort_by(|a, b| a.symbol.cmp(&b.symbol));
-        let column = open.get(w.address.as_str()).copied().unwrap_or("[]");
-        crate::held::with_texts(&w.address, column, |before| {
-            // Both in symbol order: merged.
-            let (mut i, mut j) = (0, 0);
-            while i < before.len() || j < next.len() {
-                let order = match (before.get(i), next.get(j)) {
-                    (Some(b), Some(n)) => b.symbol.cmp(n.symbol.as_str()),
-                    (Some(_), None) => Ordering::Less,
-                    _ => Ordering::Greater,
-                };
-                let (symbol, prev, now) = match order {
-                    Ordering::Less => (before[i].symbol, Some(&before[i]), None),
-                    Ordering::Greater => (next[j].symbol.as_str(), None, Some(next[j])),
-                    Ordering::Equal => (next[j].symbol.as_str(), Some(&before[i]), Some(next[j])),
-                };
-                i += usize::from(order != Ordering::Greater);
-                j += usize::from(order != Ordering::Less);
-                events.extend(position_event(&ctx, w, symbol, prev, now));
-            }
-            Ok(())
-        })?;
-    }
     Ok(events)
+}
+
+/// `wallets` (each with no position yet) and, in each, its positions of
+/// `positions` (those of other wallets are left out).
+fn held_by_wallet<'a>(
+    wallets: impl Iterator<Item = &'a str>,
+    positions: &'a [MarketPosition],
+) -> HashMap<&'a str, Vec<&'a MarketPosition>> {
+    let mut held: HashMap<&str, Vec<&MarketPosition>> = wallets.map(|a| (a, Vec::new())).collect();
+    for p in positions {
+        if let Some(list) = held.get_mut(p.address.as_str()) {
+            list.push(p);
+        }
+    }
+    held
+}
+
+/// The events of wallet `w` between its positions `before` and `next`,
+/// both in symbol order (merged), appended to `events`.
+fn wallet_events<B: Before>(
+    ctx: &EventContext<'_>,
+    w: &Wallet,
+    before: &[B],
+    next: &[&MarketPosition],
+    events: &mut Vec<PositionEvent>,
+) {
+    let (mut i, mut j) = (0, 0);
+    while i < before.len() || j < next.len() {
+        let order = match (before.get(i), next.get(j)) {
+            (Some(b), Some(n)) => b.symbol().cmp(n.symbol.as_str()),
+            (Some(_), None) => Ordering::Less,
+            _ => Ordering::Greater,
+        };
+        let (symbol, prev, now) = match order {
+            Ordering::Less => (before[i].symbol(), Some(&before[i]), None),
+            Ordering::Greater => (next[j].symbol.as_str(), None, Some(next[j])),
+            Ordering::Equal => (next[j].symbol.as_str(), Some(&before[i]), Some(next[j])),
+        };
+        i += usize::from(order != Ordering::Greater);
+        j += usize::from(order != Ordering::Less);
+        events.extend(position_event(ctx, w, symbol, prev, now));
+    }
+}
+
+/// What an event needs of a wallet's previous position: its stored text
+/// (decimals parsed only when an event needs them) or the position the
+/// writer holds.
+trait Before {
+    fn symbol(&self) -> &str;
+    fn direction(&self) -> Direction;
+    /// Whether its size is `size` (when not, `size` may still be equal).
+    fn same_size(&self, size: &Decimal) -> bool;
+    fn size(&self) -> Decimal;
+    fn position_value(&self) -> Decimal;
+    fn mark_price(&self) -> Decimal;
+    fn liq_price(&self) -> Option<Decimal>;
+}
+
+impl Before for MarketPositionText<'_> {
+    fn symbol(&self) -> &str {
+        self.symbol
+    }
+    fn direction(&self) -> Direction {
+        self.direction
+    }
+    /// The same text is the same number; another text may be too.
+    fn same_size(&self, size: &Decimal) -> bool {
+        prints_as(size, self.size.as_str())
+    }
+    fn size(&self) -> Decimal {
+        Decimal(self.size.to_decimal())
+    }
+    fn position_value(&self) -> Decimal {
+        Decimal(self.position_value.to_decimal())
+    }
+    fn mark_price(&self) -> Decimal {
+        Decimal(self.mark_price.to_decimal())
+    }
+    fn liq_price(&self) -> Option<Decimal> {
+        self.liq_price.map(|d| Decimal(d.to_decimal()))
+    }
+}
+
+impl Before for &MarketPosition {
+    fn symbol(&self) -> &str {
+        &self.symbol
+    }
+    fn direction(&self) -> Direction {
+        self.direction
+    }
+    fn same_size(&self, size: &Decimal) -> bool {
+        self.size.0 == size.0
+    }
+    fn size(&self) -> Decimal {
+        self.size.clone()
+    }
+    fn position_value(&self) -> Decimal {
+        self.position_value.clone()
+    }
+    fn mark_price(&self) -> Decimal {
+        self.mark_price.clone()
+    }
+    fn liq_price(&self) -> Option<Decimal> {
+        self.liq_price.clone()
+    }
 }
 
 /// What every event of one observation shares.
@@ -606,29 +740,25 @@ struct EventContext<'a> {
     newly_read: &'a HashMap<&'a str, &'a [String]>,
 }
 
-/// The event between a wallet's position in `symbol` before (its stored
-/// text) and now, if any. The stored decimals are parsed only for what an
-/// event needs: most positions keep their size, which is compared as text
-/// first.
-fn position_event(
+/// The event between a wallet's position in `symbol` before and now, if
+/// any. Most positions keep their size, which is compared first.
+fn position_event<B: Before>(
     ctx: &EventContext<'_>,
     w: &Wallet,
     symbol: &str,
-    prev: Option<&MarketPositionText<'_>>,
+    prev: Option<&B>,
     next: Option<&MarketPosition>,
 ) -> Option<PositionEvent> {
-    let dec = |p: PlainDecimal<'_>| Decimal(p.to_decimal());
     let kind = match (prev, next) {
         (None, None) => return None,
-        (Some(b), Some(a)) if b.direction == a.direction => {
-            // The same text is the same number; another text may be too.
-            if prints_as(&a.size, b.size.as_str()) {
+        (Some(b), Some(a)) if b.direction() == a.direction => {
+            if b.same_size(&a.size) {
                 return None;
             }
             market_model::history::classify(
                 Some(&Holding {
-                    direction: b.direction,
-                    size: dec(b.size),
+                    direction: b.direction(),
+                    size: b.size(),
                 }),
                 Some(&Holding {
                     direction: a.direction,
@@ -638,10 +768,8 @@ fn position_event(
             )?
         }
         (Some(b), None) => {
-            let near = market_model::history::near_liquidation(
-                &dec(b.mark_price),
-                b.liq_price.map(dec).as_ref(),
-            );
+            let near =
+                market_model::history::near_liquidation(&b.mark_price(), b.liq_price().as_ref());
             match near {
                 true => EventKind::ClosedNearLiquidation,
                 false => EventKind::Closed,
@@ -653,7 +781,7 @@ fn position_event(
     let price = match (ctx.prices.get(symbol), next, prev) {
         (Some(p), _, _) => (*p).clone(),
         (None, Some(n), _) => n.mark_price.clone(),
-        (None, None, Some(r)) => dec(r.mark_price),
+        (None, None, Some(r)) => r.mark_price(),
         (None, None, None) => Decimal::zero(),
     };
     let first_seen_there = || {
@@ -670,14 +798,14 @@ fn position_event(
         symbol: symbol.to_owned(),
         kind,
         first_observation: !ctx.served.contains(w.address.as_str()) || first_seen_there(),
-        previous_direction: prev.map(|r| r.direction),
+        previous_direction: prev.map(|r| r.direction()),
         direction: next.map(|p| p.direction),
-        previous_size: prev.map_or_else(Decimal::zero, |r| dec(r.size)),
+        previous_size: prev.map_or_else(Decimal::zero, |r| r.size()),
         size: next.map_or_else(Decimal::zero, |p| p.size.clone()),
-        previous_value: prev.map_or_else(Decimal::zero, |r| dec(r.position_value)),
+        previous_value: prev.map_or_else(Decimal::zero, |r| r.position_value()),
         value: next.map_or_else(Decimal::zero, |p| p.position_value.clone()),
         price,
-        previous_liq_price: prev.and_then(|r| r.liq_price.map(dec)),
+        previous_liq_price: prev.and_then(|r| r.liq_price()),
     })
 }
 

@@ -3363,3 +3363,96 @@ fn a_journal_is_merged_once_it_holds_a_merges_worth() {
         assert_eq!(Journal::Registry.len(&mut conn).unwrap(), 0);
     }
 }
+
+/// A wallet's position in the events' oracle test: symbol (index), long,
+/// size, mark price, liquidation price (index into the test's lists).
+type HeldPos = (usize, bool, usize, usize, usize);
+
+fn held_positions(address: &str, held: &[HeldPos]) -> Vec<MarketPosition> {
+    // Sizes that print apart and are equal, or differ.
+    const SIZES: [&str; 4] = ["1", "1.0", "2", "0.5"];
+    const MARKS: [&str; 2] = ["100", "101.5"];
+    const LIQS: [Option<&str>; 3] = [None, Some("100.5"), Some("150")];
+    const SYMBOLS: [&str; 3] = ["BTC", "ETH", "xyz:GOLD"];
+    let mut seen = std::collections::HashSet::new();
+    held.iter()
+        .filter(|p| seen.insert(p.0))
+        .map(|&(s, long, size, mark, liq)| MarketPosition {
+            direction: if long {
+                Direction::Long
+            } else {
+                Direction::Short
+            },
+            mark_price: d(MARKS[mark]),
+            liq_price: LIQS[liq].map(d),
+            ..sized(address, SYMBOLS[s], Direction::Long, SIZES[size])
+        })
+        .collect()
+}
+
+proptest::proptest! {
+    /// A publish derives its events against the positions `track` holds of
+    /// the base (`PublishWrite::previous`) as it does against the rows it
+    /// closes, read back as stored: the same events, field for field, for
+    /// sizes that print apart but are equal, flips, closes near and far
+    /// from liquidation, wallets served before or not, and dexes read for
+    /// the first time.
+    #[test]
+    fn events_against_the_writers_positions_are_those_against_the_stored_rows(
+        wallets in proptest::collection::vec(
+            (
+                proptest::option::of(proptest::collection::vec(
+                    (0..3usize, proptest::bool::ANY, 0..4usize, 0..2usize, 0..3usize), 0..4)),
+                proptest::collection::vec(
+                    (0..3usize, proptest::bool::ANY, 0..4usize, 0..2usize, 0..3usize), 0..4),
+                proptest::bool::ANY,
+            ),
+            1..6,
+        ),
+    ) {
+        let mut written = Vec::new();
+        let (mut positions, mut served, mut before, mut newly_read) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (i, (was, now, new_dex)) in wallets.iter().enumerate() {
+            let address = format!("0x{i:040x}");
+            written.push(wallet(&address));
+            positions.extend(held_positions(&address, now));
+            if let Some(was) = was {
+                served.push(address.clone());
+                before.extend(held_positions(&address, was));
+            }
+            if *new_dex {
+                newly_read.push((address, vec!["xyz".to_string()]));
+            }
+        }
+        // Stored as the base version stored them: one column per wallet.
+        let rows: Vec<(String, String)> = served
+            .iter()
+            .map(|a| {
+                let mut mine: Vec<&MarketPosition> =
+                    before.iter().filter(|p| &p.address == a).collect();
+                (a.clone(), crate::held::encode(&mut mine).unwrap())
+            })
+            .collect();
+        let markets = [market("BTC", "100")];
+        let observation = |closed| crate::history::Observation {
+            observed_at: datetime!(2026-11-22 02:00 UTC),
+            markets: &markets,
+            cohorts: &[],
+            wallets: &written,
+            positions: &positions,
+            events: true,
+            closed,
+            newly_read: &newly_read,
+            journal: true,
+            prune: false,
+        };
+        let stored = crate::history::derive_events(&observation(crate::history::Closed::Rows(&rows))).unwrap();
+        let held = crate::history::derive_events(&observation(crate::history::Closed::Served {
+            wallets: &served,
+            positions: &before,
+        }))
+        .unwrap();
+        proptest::prop_assert_eq!(held, stored);
+    }
+}

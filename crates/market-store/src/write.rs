@@ -16,7 +16,7 @@ use market_engine::{DataVersion, MarketFigures, VersionChanges};
 use market_model::{Candle, Interval, LiquidityDay, MarketPosition, Wallet, WalletFreshness};
 use time::OffsetDateTime;
 
-use crate::history::{self, HistoryWrite};
+use crate::history::{self, Closed, HistoryWrite};
 use crate::journal::Journal;
 use crate::registry::append_registry;
 use crate::rows::*;
@@ -346,9 +346,16 @@ impl Store {
         let counts = (p.wallet_count, p.position_count);
         let version = insert_version(conn, p.source, c, counts, progress)?;
         steps.mark("version and markets");
-        let previous = match p.previous {
-            Some(previous) => previous_columns(&previous)?,
+        let rows = match p.previous {
+            Some(_) => Vec::new(),
             None => base_columns(conn, p.base_version, Some(&c.wallets))?,
+        };
+        let closed = match p.previous {
+            Some(previous) => Closed::Served {
+                wallets: previous.wallets,
+                positions: previous.positions,
+            },
+            None => Closed::Rows(&rows),
         };
         steps.mark("previous observation");
         // Events are derived against the previous observation.
@@ -363,7 +370,7 @@ impl Store {
                 wallets: &c.wallets,
                 positions: &c.positions,
                 events: true,
-                closed: &previous,
+                closed,
                 newly_read: p.newly_read,
                 // A few thousand changed wallets: merged in bulk later.
                 journal: true,
@@ -463,7 +470,7 @@ pub(crate) fn insert_snapshot(
             wallets: &v.wallets,
             positions: &v.positions,
             events: derive_events,
-            closed: &previous,
+            closed: Closed::Rows(&previous),
             newly_read,
             // Every wallet's point: straight into the table.
             journal: false,
@@ -474,32 +481,6 @@ pub(crate) fn insert_snapshot(
     steps.mark("rows inserted");
     steps.log(&format!("whole version {version}, before its commit"));
     Ok(version)
-}
-
-/// The `positions` column of each wallet of `previous`, as the base
-/// version stored it (the encoding is the store's own, so the same
-/// positions give the same text).
-fn previous_columns(previous: &Previous<'_>) -> Result<Vec<(String, String)>, StoreError> {
-    let mut held: HashMap<&str, Vec<&MarketPosition>> = previous
-        .wallets
-        .iter()
-        .map(|a| (a.as_str(), Vec::new()))
-        .collect();
-    for p in previous.positions {
-        held.get_mut(p.address.as_str())
-            .ok_or_else(|| {
-                StoreError::Corrupt(format!(
-                    "previous position {} of wallet {}, which the base version does not serve",
-                    p.symbol, p.address
-                ))
-            })?
-            .push(p);
-    }
-    held.into_iter()
-        .map(|(address, mut positions)| {
-            Ok((address.to_owned(), crate::held::encode(&mut positions)?))
-        })
-        .collect()
 }
 
 /// The address and `positions` column of every wallet row valid in
