@@ -346,16 +346,16 @@ impl Store {
         let counts = (p.wallet_count, p.position_count);
         let version = insert_version(conn, p.source, c, counts, progress)?;
         steps.mark("version and markets");
-        let rows = match p.previous {
-            Some(_) => Vec::new(),
-            None => base_columns(conn, p.base_version, Some(&c.wallets))?,
-        };
+        let rows;
         let closed = match p.previous {
             Some(previous) => Closed::Served {
                 wallets: previous.wallets,
                 positions: previous.positions,
             },
-            None => Closed::Rows(&rows),
+            None => {
+                rows = base_columns(conn, p.base_version, Some(&c.wallets))?;
+                Closed::Rows(&rows)
+            }
         };
         steps.mark("previous observation");
         // Events are derived against the previous observation.
