@@ -579,30 +579,22 @@ pub(crate) fn derive_events(obs: &Observation<'_>) -> Result<Vec<PositionEvent>,
         obs.wallets.iter().map(|w| w.address.as_str()),
         obs.positions,
     );
-    let mut events = Vec::new();
-    match obs.closed {
-        Closed::Rows(rows) => {
-            let open: HashMap<&str, &str> = rows
-                .iter()
+    // Each served wallet's previous positions: its stored column, or the
+    // positions the writer holds.
+    enum Previous<'a> {
+        Columns(HashMap<&'a str, &'a str>),
+        Held(HashMap<&'a str, Vec<&'a MarketPosition>>),
+    }
+    let mut previous = match obs.closed {
+        Closed::Rows(rows) => Previous::Columns(
+            rows.iter()
                 .map(|(a, held)| (a.as_str(), held.as_str()))
-                .collect();
-            for w in obs.wallets {
-                let Some(mut next) = now.remove(w.address.as_str()) else {
-                    continue; // written twice: compared once
-                };
-                next.sort_by(|a, b| a.symbol.cmp(&b.symbol));
-                let column = open.get(w.address.as_str()).copied().unwrap_or("[]");
-                crate::held::with_texts(&w.address, column, |before| {
-                    wallet_events(&ctx, w, before, &next, &mut events);
-                    Ok(())
-                })?;
-            }
-        }
+                .collect(),
+        ),
         Closed::Served { wallets, positions } => {
-            let mut before = held_by_wallet(wallets.iter().map(String::as_str), &[]);
+            let mut held = held_by_wallet(wallets.iter().map(String::as_str), &[]);
             for p in positions {
-                before
-                    .get_mut(p.address.as_str())
+                held.get_mut(p.address.as_str())
                     .ok_or_else(|| {
                         StoreError::Corrupt(format!(
                             "previous position {} of wallet {}, which the base version does not serve",
@@ -611,14 +603,27 @@ pub(crate) fn derive_events(obs: &Observation<'_>) -> Result<Vec<PositionEvent>,
                     })?
                     .push(p);
             }
-            for w in obs.wallets {
-                let Some(mut next) = now.remove(w.address.as_str()) else {
-                    continue; // written twice: compared once
-                };
-                next.sort_by(|a, b| a.symbol.cmp(&b.symbol));
-                let mut held = before.remove(w.address.as_str()).unwrap_or_default();
-                crate::held::by_symbol(&mut held, |p| (&p.address, &p.symbol), "positions")?;
-                wallet_events(&ctx, w, &held, &next, &mut events);
+            Previous::Held(held)
+        }
+    };
+    let mut events = Vec::new();
+    for w in obs.wallets {
+        let Some(mut next) = now.remove(w.address.as_str()) else {
+            continue; // written twice: compared once
+        };
+        next.sort_by(|a, b| a.symbol.cmp(&b.symbol));
+        match &mut previous {
+            Previous::Columns(open) => {
+                let column = open.get(w.address.as_str()).copied().unwrap_or("[]");
+                crate::held::with_texts(&w.address, column, |before| {
+                    wallet_events(&ctx, w, before, &next, &mut events);
+                    Ok(())
+                })?;
+            }
+            Previous::Held(held) => {
+                let mut before = held.remove(w.address.as_str()).unwrap_or_default();
+                crate::held::by_symbol(&mut before, |p| (&p.address, &p.symbol), "positions")?;
+                wallet_events(&ctx, w, &before, &next, &mut events);
             }
         }
     }
